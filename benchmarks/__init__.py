@@ -1,0 +1,1 @@
+"""duetto benchmarks."""

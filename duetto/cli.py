@@ -1,0 +1,31 @@
+"""The ``duetto`` console command.
+
+Each group of commands lives in ``duetto/commands/<topic>.py`` and exposes ``register(app)``; this
+module only assembles them. Heavy libraries (Pyomo, OR-Tools, Ray) are imported inside the commands
+that need them so that ``duetto --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from duetto.commands import instances
+
+app = typer.Typer(
+    name="duetto",
+    help="Optimization-model scheduling engine for deep-learning training jobs on shared GPU clusters.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+for module in (instances,):
+    module.register(app)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

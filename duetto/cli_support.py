@@ -1,0 +1,76 @@
+"""Shared pieces of the command line: one-line errors, JSON output, progress bars."""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from formulation.errors import DuettoInputError
+
+console = Console()
+error_console = Console(stderr=True)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_INPUT_ERROR = 2
+
+
+def fail(message: str, code: int = EXIT_INPUT_ERROR) -> NoReturn:
+    """Print ``error: message`` on one line to stderr and exit with ``code``."""
+    error_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def user_errors(func: F) -> F:
+    """Turn a :class:`DuettoInputError` raised by a command into a one-line error and exit code 2."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except DuettoInputError as error:
+            fail(str(error))
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
+def print_json(data: Any) -> None:
+    """Print machine-readable JSON on stdout (NaN and inf become null)."""
+    sys.stdout.write(json.dumps(_clean(data), indent=1) + "\n")
+
+
+@contextmanager
+def progress_bar(description: str, total: int, enabled: bool = True) -> Iterator[Callable[[int], None]]:
+    """A rich progress bar on stderr; yields ``advance(n)``. Disabled output when ``enabled`` is false."""
+    if not enabled:
+        yield lambda n=1: None
+        return
+    with Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=error_console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task(description, total=total)
+        yield lambda n=1: progress.advance(task, n)

@@ -1,0 +1,1 @@
+"""Command groups of the duetto CLI; each module exposes ``register(app)``."""

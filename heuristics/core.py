@@ -1,0 +1,104 @@
+"""The contract between scheduling policies and the loop that drives them.
+
+One scheduling loop drives every policy: the simulator runs it on a virtual clock, the cluster runtime
+on a real one. At each decision point (an arrival, a completion, a round boundary of a round-based
+policy) the loop hands the policy a read-only :class:`ClusterView` and applies the actions it returns.
+
+Blox's shape: a scheduling policy decides *which* jobs run and in what order; a placement policy
+decides *where* (which GPUs); an optional packing/grouping step decides who shares. A :class:`Policy`
+composes them and returns concrete actions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from formulation.instance import Instance
+
+
+@dataclass(frozen=True, slots=True)
+class RunningJob:
+    """A job holding GPUs now."""
+
+    job_id: str
+    gpus: tuple[int, ...]
+    steps: int  # gradient-accumulation steps of the current segment
+    start: float  # start of the current segment
+    progress: float  # iterations completed so far (all segments)
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """What a policy may look at when it decides.
+
+    Parameters
+    ----------
+    time
+        Now (seconds; virtual in the simulator, wall-clock-derived in the runtime).
+    instance
+        Cluster, profiles and interference model, and every job submitted so far.
+    pending
+        Ids of jobs that arrived and do not hold GPUs, in arrival order.
+    running
+        Jobs holding GPUs now, by id.
+    attained_service
+        GPU-seconds each job has received so far (for LAS / Tiresias priorities).
+    first_start
+        First start time of each job that has ever run (for queueing metrics and starvation rules).
+    progress
+        Iterations completed so far by every arrived job (running or pending).
+    """
+
+    time: float
+    instance: Instance
+    pending: tuple[str, ...]
+    running: Mapping[str, RunningJob]
+    attained_service: Mapping[str, float] = field(default_factory=dict)
+    first_start: Mapping[str, float] = field(default_factory=dict)
+    progress: Mapping[str, float] = field(default_factory=dict)
+
+    def remaining_iterations(self, job_id: str) -> float:
+        return max(0.0, self.instance.job(job_id).iterations - self.progress.get(job_id, 0.0))
+
+    def gpu_occupants(self) -> dict[int, list[str]]:
+        """GPU id → ids of running jobs on it."""
+        occupants: dict[int, list[str]] = {g: [] for g in range(self.instance.cluster.num_gpus)}
+        for job in self.running.values():
+            for gpu in job.gpus:
+                occupants[gpu].append(job.job_id)
+        return occupants
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """Start (or resume) ``job_id`` now on ``gpus`` with ``steps`` accumulation steps."""
+
+    job_id: str
+    gpus: tuple[int, ...]
+    steps: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    """Stop ``job_id`` now; it keeps its progress and returns to the pending queue."""
+
+    job_id: str
+
+
+Action = Start | Preempt
+
+
+class Policy(Protocol):
+    """A scheduling policy (with its placement and packing steps)."""
+
+    name: str
+    #: ``True`` if the policy may preempt (its schedules have several segments per job).
+    preemptive: bool
+    #: Seconds between scheduling rounds for round-based policies, ``None`` for event-driven only.
+    round_length: float | None
+
+    def decide(self, view: ClusterView) -> Sequence[Action]:
+        """Actions to apply now; ``Preempt`` actions are applied before ``Start`` actions."""
+        ...
