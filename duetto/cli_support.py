@@ -62,7 +62,11 @@ def print_json(data: Any) -> None:
 def progress_bar(description: str, total: int, enabled: bool = True) -> Iterator[Callable[[int], None]]:
     """A rich progress bar on stderr; yields ``advance(n)``. Disabled output when ``enabled`` is false."""
     if not enabled:
-        yield lambda n=1: None
+
+        def ignore(n: int = 1) -> None:
+            return None
+
+        yield ignore
         return
     with Progress(
         TextColumn("[progress.description]{task.description}"),
@@ -73,4 +77,8 @@ def progress_bar(description: str, total: int, enabled: bool = True) -> Iterator
         transient=True,
     ) as progress:
         task = progress.add_task(description, total=total)
-        yield lambda n=1: progress.advance(task, n)
+
+        def advance(n: int = 1) -> None:
+            progress.advance(task, n)
+
+        yield advance

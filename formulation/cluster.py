@@ -41,13 +41,9 @@ class Cluster:
                 f"must be a positive integer, got {self.gpus_per_node!r}", field="cluster.gpus_per_node"
             )
         if not self.gpu_memory_gib > 0:
-            raise DuettoInputError(
-                f"must be positive, got {self.gpu_memory_gib!r}", field="cluster.gpu_memory_gib"
-            )
+            raise DuettoInputError(f"must be positive, got {self.gpu_memory_gib!r}", field="cluster.gpu_memory_gib")
         if not isinstance(self.capacity, int) or self.capacity < 1:
-            raise DuettoInputError(
-                f"must be an integer >= 1, got {self.capacity!r}", field="cluster.capacity"
-            )
+            raise DuettoInputError(f"must be an integer >= 1, got {self.capacity!r}", field="cluster.capacity")
 
     @property
     def num_gpus(self) -> int:

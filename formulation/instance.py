@@ -156,9 +156,7 @@ class Instance:
             sub_batch = job.batch_size // steps
             memory = profile.memory_gib(sub_batch)
             if memory <= self.cluster.gpu_memory_gib + 1e-9:
-                result.append(
-                    JobMode(steps, sub_batch, memory, self.iteration_time(job, steps))
-                )
+                result.append(JobMode(steps, sub_batch, memory, self.iteration_time(job, steps)))
         modes = tuple(sorted(result, key=lambda m: (m.iteration_time, m.steps)))
         cache[job_id] = modes
         return modes

@@ -24,7 +24,10 @@ from formulation.speed import Profile
 class InterferenceModel(Protocol):
     """Gives ξ of a victim profile next to another profile."""
 
-    kind: str
+    @property
+    def kind(self) -> str:
+        """Short name of the model family (``constant``, ``table``, ``stages``, ...)."""
+        ...
 
     def ratio(self, victim: Profile, other: Profile) -> float | None:
         """ξ_{victim|other} >= 1, or ``None`` if the two may not share a GPU."""
@@ -129,8 +132,7 @@ def interleaved_period(stage_times: Sequence[Sequence[float]]) -> tuple[float, t
     for rest in itertools.permutations(range(1, k), len(padded) - 1):
         offsets = (0, *rest)
         period = sum(
-            max(times[(slot + offset) % k] for times, offset in zip(padded, offsets, strict=True))
-            for slot in range(k)
+            max(times[(slot + offset) % k] for times, offset in zip(padded, offsets, strict=True)) for slot in range(k)
         )
         if period < best_period - 1e-15:
             best_period, best_offsets = period, offsets

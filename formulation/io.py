@@ -28,9 +28,9 @@ from formulation.interference import (
 from formulation.schedule import JobPlan, Schedule, Segment
 from formulation.speed import Profile
 
-INSTANCE_FORMAT = "duetto-instance"
-SCHEDULE_FORMAT = "duetto-schedule"
-FORMAT_VERSION = 1
+INSTANCE_FORMAT: Literal["duetto-instance"] = "duetto-instance"
+SCHEDULE_FORMAT: Literal["duetto-schedule"] = "duetto-schedule"
+FORMAT_VERSION: Literal[1] = 1
 
 
 class _Strict(BaseModel):
@@ -134,9 +134,9 @@ class ScheduleModel(_Strict):
 # --- conversion -------------------------------------------------------------------------------------
 
 
-def _interference_from_model(spec: ConstantInterferenceModel | TableInterferenceModel | StageInterferenceModel) -> (
-    InterferenceModel
-):
+def _interference_from_model(
+    spec: ConstantInterferenceModel | TableInterferenceModel | StageInterferenceModel,
+) -> InterferenceModel:
     if isinstance(spec, ConstantInterferenceModel):
         return ConstantInterference(spec.xi)
     if isinstance(spec, TableInterferenceModel):

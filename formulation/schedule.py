@@ -79,9 +79,7 @@ class Schedule:
         if self.slot is not None and not self.slot > 0:
             raise DuettoInputError(f"must be > 0, got {self.slot!r}", field="schedule.slot")
         if self.restart_overhead < 0:
-            raise DuettoInputError(
-                f"must be >= 0, got {self.restart_overhead!r}", field="schedule.restart_overhead"
-            )
+            raise DuettoInputError(f"must be >= 0, got {self.restart_overhead!r}", field="schedule.restart_overhead")
 
     @property
     def plan_index(self) -> Mapping[str, JobPlan]:

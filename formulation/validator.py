@@ -159,34 +159,36 @@ def _check_static(sweep: _Sweep, job: Job, plan: JobPlan) -> bool:
         if index < len(plan.segments) - 1:
             following = plan.segments[index + 1]
             if segment.end is None:
-                sweep.report(
-                    "segments", f"segment {index} has no end but another segment follows it", job_id=job.id
-                )
+                sweep.report("segments", f"segment {index} has no end but another segment follows it", job_id=job.id)
                 simulable = False
             elif following.start < segment.end - TIME_TOL:
                 sweep.report(
                     "segments",
-                    f"segment {index + 1} starts at {following.start:g} before segment {index} ends "
-                    f"at {segment.end:g}",
+                    f"segment {index + 1} starts at {following.start:g} before segment {index} ends at {segment.end:g}",
                     job_id=job.id,
                 )
                 simulable = False
         if slot is not None:
             if not _is_multiple(segment.start, slot):
                 sweep.report(
-                    "slot", f"segment {index} starts at {segment.start:g}, not a multiple of Δ={slot:g}",
-                    job_id=job.id, time=segment.start,
+                    "slot",
+                    f"segment {index} starts at {segment.start:g}, not a multiple of Δ={slot:g}",
+                    job_id=job.id,
+                    time=segment.start,
                 )
             if segment.end is not None and not _is_multiple(segment.end, slot):
                 sweep.report(
-                    "slot", f"segment {index} ends at {segment.end:g}, not a multiple of Δ={slot:g}",
-                    job_id=job.id, time=segment.end,
+                    "slot",
+                    f"segment {index} ends at {segment.end:g}, not a multiple of Δ={slot:g}",
+                    job_id=job.id,
+                    time=segment.end,
                 )
     return simulable
 
 
-def validate(instance: Instance, schedule: Schedule, *, slotted: bool | None = None,
-             slot: float | None = None) -> ValidationReport:
+def validate(
+    instance: Instance, schedule: Schedule, *, slotted: bool | None = None, slot: float | None = None
+) -> ValidationReport:
     """Check ``schedule`` against ``instance`` and recompute its completion times.
 
     Parameters
@@ -223,12 +225,12 @@ def validate(instance: Instance, schedule: Schedule, *, slotted: bool | None = N
         plans[plan.job_id] = plan
     simulable: dict[str, JobPlan] = {}
     for job in instance.jobs:
-        plan = plans.get(job.id)
-        if plan is None:
+        job_plan = plans.get(job.id)
+        if job_plan is None:
             sweep.report("job", "is never scheduled", job_id=job.id)
             continue
-        if _check_static(sweep, job, plan):
-            simulable[job.id] = plan
+        if _check_static(sweep, job, job_plan):
+            simulable[job.id] = job_plan
 
     completion, occupancy = _sweep_progress(sweep, simulable)
 
@@ -379,15 +381,15 @@ def _sweep_progress(sweep: _Sweep, plans: dict[str, JobPlan]) -> tuple[dict[str,
         job = instance.job_index[job_id]
         sweep.report(
             "completion",
-            f"never completes: {progress[job_id]:.6g} of {job.iterations:g} iterations done when its last "
-            "segment ends",
+            f"never completes: {progress[job_id]:.6g} of {job.iterations:g} iterations done when its last segment ends",
             job_id=job_id,
         )
     return completion, _merge_occupancy(occupancy)
 
 
-def _check_interval(sweep: _Sweep, active: dict[str, tuple[int, Segment]], on_gpu: dict[int, list[str]],
-                    now: float) -> None:
+def _check_interval(
+    sweep: _Sweep, active: dict[str, tuple[int, Segment]], on_gpu: dict[int, list[str]], now: float
+) -> None:
     instance = sweep.instance
     cluster = instance.cluster
     for gpu, jobs in on_gpu.items():

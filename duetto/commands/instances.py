@@ -1,0 +1,221 @@
+"""Instance commands: generate, import, inspect, validate, schema."""
+
+from __future__ import annotations
+
+import math
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from duetto.cli_support import console, fail, print_json, user_errors
+from formulation.errors import DuettoInputError
+
+
+class ArrivalMode(StrEnum):
+    zero = "zero"
+    poisson = "poisson"
+
+
+class TraceKind(StrEnum):
+    muri = "muri"
+    tiresias = "tiresias"
+    gavel = "gavel"
+    shockwave = "shockwave"
+    pollux = "pollux"
+
+
+class SchemaKind(StrEnum):
+    instance = "instance"
+    schedule = "schedule"
+
+
+def _parse_range(text: str, name: str) -> tuple[float, float]:
+    try:
+        low, high = (float(part) for part in text.split(","))
+    except ValueError:
+        raise DuettoInputError(f"expected 'LOW,HIGH', got '{text}'", field=name) from None
+    return low, high
+
+
+def instance_summary(instance: Any) -> dict[str, Any]:
+    """Key facts about an instance, for ``inspect`` and the demo."""
+    from formulation.interference import describe
+
+    durations = [instance.isolated_duration(job) for job in instance.jobs]
+    demands: dict[int, int] = {}
+    for job in instance.jobs:
+        demands[job.num_gpus] = demands.get(job.num_gpus, 0) + 1
+    arrivals = [job.arrival for job in instance.jobs]
+    cluster = instance.cluster
+    return {
+        "name": instance.name,
+        "nodes": cluster.nodes,
+        "gpus_per_node": cluster.gpus_per_node,
+        "gpus": cluster.num_gpus,
+        "gpu_memory_gib": cluster.gpu_memory_gib,
+        "capacity": cluster.capacity,
+        "jobs": len(instance.jobs),
+        "profiles": len(instance.profiles),
+        "interference": describe(instance.interference),
+        "gpu_demand": {str(k): v for k, v in sorted(demands.items())},
+        "arrival_first": min(arrivals) if arrivals else math.nan,
+        "arrival_last": max(arrivals) if arrivals else math.nan,
+        "duration_min": min(durations) if durations else math.nan,
+        "duration_median": sorted(durations)[len(durations) // 2] if durations else math.nan,
+        "duration_max": max(durations) if durations else math.nan,
+        "gpu_seconds": sum(d * j.num_gpus for d, j in zip(durations, instance.jobs, strict=True)),
+    }
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    table = Table(title=f"instance {summary['name']}", show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    for key, value in summary.items():
+        if isinstance(value, float):
+            value = f"{value:,.2f}"
+        table.add_row(key.replace("_", " "), str(value))
+    console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    @user_errors
+    def generate(
+        jobs: Annotated[int, typer.Option("--jobs", "-n", help="number of jobs")],
+        nodes: Annotated[int, typer.Option(help="servers in the cluster")] = 1,
+        gpus_per_node: Annotated[int, typer.Option(help="GPUs per server")] = 8,
+        seed: Annotated[int, typer.Option(help="random seed: same seed, same instance")] = 0,
+        arrivals: Annotated[ArrivalMode, typer.Option(help="all at time 0, or a Poisson process")] = ArrivalMode.zero,
+        load: Annotated[float, typer.Option(help="offered load for Poisson arrivals (1.0 = cluster capacity)")] = 1.0,
+        xi_range: Annotated[str, typer.Option(help="interference ratios drawn uniformly in LOW,HIGH")] = "1.0,2.0",
+        duration_range: Annotated[str, typer.Option(help="isolated durations log-uniform in LOW,HIGH seconds")] = (
+            "60,3600"
+        ),
+        gpu_memory: Annotated[float, typer.Option(help="GPU memory, GiB")] = 32.0,
+        capacity: Annotated[int, typer.Option(help="jobs per GPU at most (C)")] = 2,
+        output: Annotated[Path, typer.Option("--output", "-o", help="instance JSON to write")] = Path("instance.json"),
+        json_output: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
+    ) -> None:
+        """Generate a random instance of the standard family (seeded)."""
+        from formulation.generator import generate_instance
+        from formulation.io import save_instance
+
+        instance = generate_instance(
+            jobs,
+            nodes,
+            gpus_per_node,
+            seed,
+            arrivals=arrivals.value,
+            load=load,
+            xi_range=_parse_range(xi_range, "xi-range"),
+            duration_range=_parse_range(duration_range, "duration-range"),
+            gpu_memory_gib=gpu_memory,
+            capacity=capacity,
+        )
+        save_instance(instance, output)
+        summary = instance_summary(instance)
+        if json_output:
+            print_json({"output": str(output), **summary})
+        else:
+            console.print(f"wrote {output}: {len(instance.jobs)} jobs on {instance.cluster.num_gpus} GPUs")
+
+    @app.command("import")
+    @user_errors
+    def import_trace(
+        kind: Annotated[TraceKind, typer.Argument(help="trace format")],
+        path: Annotated[Path, typer.Argument(help="trace file")],
+        nodes: Annotated[int | None, typer.Option(help="servers (default: the trace's own cluster)")] = None,
+        gpus_per_node: Annotated[int | None, typer.Option(help="GPUs per server")] = None,
+        limit: Annotated[int | None, typer.Option(help="keep only the first N jobs by arrival")] = None,
+        output: Annotated[Path, typer.Option("--output", "-o", help="instance JSON to write")] = Path("instance.json"),
+        json_output: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
+    ) -> None:
+        """Import a public trace (Muri, Tiresias, Gavel, Shockwave, Pollux) as a duetto instance."""
+        from formulation.traces import load_trace
+
+        from formulation.io import save_instance
+
+        options: dict[str, Any] = {"nodes": nodes, "gpus_per_node": gpus_per_node}
+        if limit is not None:
+            if limit < 1:
+                fail("--limit must be >= 1")
+            options["limit"] = limit
+        instance = load_trace(kind.value, path, **options)
+        save_instance(instance, output)
+        summary = instance_summary(instance)
+        if json_output:
+            print_json({"output": str(output), **summary})
+        else:
+            console.print(f"wrote {output}: {len(instance.jobs)} jobs on {instance.cluster.num_gpus} GPUs")
+
+    @app.command()
+    @user_errors
+    def inspect(
+        instance_path: Annotated[Path, typer.Argument(help="instance JSON")],
+        json_output: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    ) -> None:
+        """Summarise an instance: cluster, job mix, durations, interference."""
+        from formulation.io import load_instance
+
+        summary = instance_summary(load_instance(instance_path))
+        if json_output:
+            print_json(summary)
+        else:
+            _print_summary(summary)
+
+    @app.command()
+    @user_errors
+    def validate(
+        instance_path: Annotated[Path, typer.Argument(help="instance JSON")],
+        schedule_path: Annotated[Path, typer.Argument(help="schedule JSON")],
+        slotted: Annotated[bool, typer.Option("--slotted", help="use the slotted semantics")] = False,
+        slot: Annotated[float | None, typer.Option(help="slot length Δ in seconds (default: the schedule's)")] = None,
+        json_output: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    ) -> None:
+        """Check a schedule against an instance; exit 0 if valid, 1 with every violation listed."""
+        from formulation.io import load_instance, load_schedule
+        from formulation.metrics import compute_metrics
+        from formulation.validator import validate as run_validator
+
+        instance = load_instance(instance_path)
+        schedule = load_schedule(schedule_path)
+        use_slots = slotted or schedule.slot is not None or slot is not None
+        if slot is not None and slot <= 0:
+            fail("--slot must be > 0")
+        report = run_validator(instance, schedule, slotted=use_slots, slot=slot)
+        metrics = compute_metrics(instance, report)
+        if json_output:
+            print_json(
+                {
+                    "valid": report.ok,
+                    "slotted": report.slotted,
+                    "violations": [
+                        {"rule": v.rule, "job": v.job_id, "gpu": v.gpu, "time": v.time, "message": v.message}
+                        for v in report.violations
+                    ],
+                    "completion": report.completion,
+                    "metrics": metrics,
+                }
+            )
+        elif report.ok:
+            console.print(
+                f"[green]valid[/] ({'slotted' if report.slotted else 'continuous'}): {metrics['completed']} jobs, "
+                f"average JCT {metrics['jct_avg']:,.2f} s, makespan {metrics['makespan']:,.2f} s"
+            )
+        else:
+            console.print(f"[red]invalid[/]: {len(report.violations)} violations")
+            for violation in report.violations:
+                console.print(f"  {violation}", highlight=False)
+        if not report.ok:
+            raise typer.Exit(1)
+
+    @app.command()
+    def schema(kind: Annotated[SchemaKind, typer.Argument(help="which JSON Schema")]) -> None:
+        """Print the JSON Schema of duetto's instance or schedule format."""
+        from formulation.io import instance_json_schema, schedule_json_schema
+
+        print_json(instance_json_schema() if kind is SchemaKind.instance else schedule_json_schema())
