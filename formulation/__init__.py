@@ -6,6 +6,7 @@ from formulation.errors import DuettoInputError, InfeasibleInstanceError
 from formulation.instance import Instance, Job, JobMode
 from formulation.interference import (
     ConstantInterference,
+    HashedPairInterference,
     InterferenceModel,
     StageInterference,
     TableInterference,
@@ -17,6 +18,7 @@ __all__ = [
     "Cluster",
     "ConstantInterference",
     "DuettoInputError",
+    "HashedPairInterference",
     "InfeasibleInstanceError",
     "Instance",
     "InterferenceModel",

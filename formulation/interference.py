@@ -10,6 +10,7 @@ per-stage times and Muri's interleaving efficiency γ are the same computation.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
 from collections.abc import Mapping, Sequence
@@ -81,6 +82,38 @@ class TableInterference:
 
     def __hash__(self) -> int:
         return hash((tuple(sorted(self.pairs.items(), key=lambda kv: kv[0])), self.default))
+
+
+@dataclass(frozen=True, slots=True)
+class HashedPairInterference:
+    """ξ of every ordered pair of distinct profiles drawn uniformly in ``[low, high]`` from a seeded hash.
+
+    The random family's interference: as if an ``n × n`` table had been drawn, but with O(1) memory and
+    O(1) look-up, so instances of 10,000 jobs stay small. ``ξ = round(low + u·(high − low), decimals)``
+    with ``u`` the first 8 bytes of ``blake2b(seed | victim | other)`` over 2^64. The two directions of
+    a pair are independent draws; a profile next to itself gets ``low``.
+    """
+
+    seed: int
+    low: float = 1.0
+    high: float = 2.0
+    decimals: int = 2
+    kind: Literal["hashed_pairs"] = "hashed_pairs"
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.low) and math.isfinite(self.high)) or not 1.0 <= self.low <= self.high:
+            raise DuettoInputError(
+                f"needs 1 <= low <= high, got [{self.low!r}, {self.high!r}]", field="interference.low"
+            )
+        if not 0 <= self.decimals <= 12:
+            raise DuettoInputError(f"must be in 0..12, got {self.decimals!r}", field="interference.decimals")
+
+    def ratio(self, victim: Profile, other: Profile) -> float | None:
+        if victim.name == other.name:
+            return self.low
+        digest = hashlib.blake2b(f"{self.seed}|{victim.name}|{other.name}".encode(), digest_size=8).digest()
+        fraction = int.from_bytes(digest, "big") / 2.0**64
+        return round(self.low + fraction * (self.high - self.low), self.decimals)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,4 +192,6 @@ def describe(model: InterferenceModel) -> str:
         return f"table of {len(model.pairs)} pairs (default {model.default})"
     if isinstance(model, StageInterference):
         return f"from per-stage times (Muri), fallback {model.fallback}"
+    if isinstance(model, HashedPairInterference):
+        return f"random pairs ξ ∈ [{model.low:g}, {model.high:g}] (seed {model.seed})"
     return model.kind

@@ -21,6 +21,7 @@ from formulation.errors import DuettoInputError
 from formulation.instance import Instance, Job
 from formulation.interference import (
     ConstantInterference,
+    HashedPairInterference,
     InterferenceModel,
     StageInterference,
     TableInterference,
@@ -83,8 +84,17 @@ class StageInterferenceModel(_Strict):
     fallback: float | None = Field(None, ge=1)
 
 
+class HashedPairInterferenceModel(_Strict):
+    kind: Literal["hashed_pairs"]
+    seed: int
+    low: float = Field(ge=1)
+    high: float = Field(ge=1)
+    decimals: int = Field(2, ge=0, le=12)
+
+
 InterferenceSpec = Annotated[
-    ConstantInterferenceModel | TableInterferenceModel | StageInterferenceModel, Field(discriminator="kind")
+    ConstantInterferenceModel | TableInterferenceModel | StageInterferenceModel | HashedPairInterferenceModel,
+    Field(discriminator="kind"),
 ]
 
 
@@ -135,12 +145,14 @@ class ScheduleModel(_Strict):
 
 
 def _interference_from_model(
-    spec: ConstantInterferenceModel | TableInterferenceModel | StageInterferenceModel,
+    spec: ConstantInterferenceModel | TableInterferenceModel | StageInterferenceModel | HashedPairInterferenceModel,
 ) -> InterferenceModel:
     if isinstance(spec, ConstantInterferenceModel):
         return ConstantInterference(spec.xi)
     if isinstance(spec, TableInterferenceModel):
         return TableInterference({(p.victim, p.other): p.xi for p in spec.pairs}, spec.default)
+    if isinstance(spec, HashedPairInterferenceModel):
+        return HashedPairInterference(spec.seed, spec.low, spec.high, spec.decimals)
     return StageInterference(spec.fallback)
 
 
@@ -155,6 +167,14 @@ def _interference_to_dict(model: InterferenceModel) -> dict[str, Any]:
         }
     if isinstance(model, StageInterference):
         return {"kind": "stages", "fallback": model.fallback}
+    if isinstance(model, HashedPairInterference):
+        return {
+            "kind": "hashed_pairs",
+            "seed": model.seed,
+            "low": model.low,
+            "high": model.high,
+            "decimals": model.decimals,
+        }
     to_dict = getattr(model, "to_dict", None)
     if to_dict is None:
         raise DuettoInputError(f"interference model '{model.kind}' cannot be written to JSON")

@@ -1,0 +1,156 @@
+"""Muri's Philly-derived traces (Rivendile/Muri, ``simulator/trace-data``).
+
+Columns: ``job_id,num_gpu,submit_time,iterations,model_name,batch_size,duration,interval,
+iteration_time,resource_time_0,resource_time_1,resource_time_2,priority``. ``submit_time`` and
+``duration`` are milliseconds; ``iteration_time`` and ``resource_time_*`` are milliseconds per
+iteration (data/CPU stage, GPU stage, network stage). Everything is converted to seconds here.
+
+One profile per distinct (model, batch size, GPUs, iteration time, stage times): the measured
+iteration time at the job's batch size, memory unknown (0 GiB), and the per-stage times as
+``Profile.stage_times``, so the default interference is :class:`StageInterference` (Muri Eq. 3).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from formulation.errors import DuettoInputError
+from formulation.instance import Instance, Job
+from formulation.interference import InterferenceModel, StageInterference
+from formulation.speed import Profile
+from formulation.traces.common import (
+    PathLike,
+    ProfileNamer,
+    build_cluster,
+    check_gang_fits,
+    check_limit,
+    check_unique_ids,
+    earliest,
+    measured_profile,
+    numeric_column,
+    read_cluster_spec,
+    read_table,
+    text_column,
+)
+
+MURI_COLUMNS = (
+    "job_id",
+    "num_gpu",
+    "submit_time",
+    "iterations",
+    "model_name",
+    "batch_size",
+    "duration",
+    "iteration_time",
+    "resource_time_0",
+    "resource_time_1",
+    "resource_time_2",
+)
+MURI_DEFAULT_CLUSTER = (8, 8)  # cluster_n8g8.csv: the Muri simulation cluster
+MURI_CLUSTER_FILE = "cluster_n8g8.csv"
+_MS = 1000.0
+
+
+def load_muri(
+    path: PathLike,
+    *,
+    nodes: int | None = None,
+    gpus_per_node: int | None = None,
+    gpu_memory_gib: float = 32.0,
+    capacity: int = 2,
+    interference: InterferenceModel | None = None,
+    limit: int | None = None,
+    cluster_spec: PathLike | None = None,
+    duration_from: Literal["duration", "iterations"] = "duration",
+    name: str | None = None,
+) -> Instance:
+    """Load a Muri trace CSV.
+
+    Parameters
+    ----------
+    path
+        The trace (``trace1.csv`` ... , ``*_pr.csv``, ``job_type_*.csv``, ``testbed_400_jobs.csv``).
+    nodes, gpus_per_node
+        Cluster shape; each defaults to ``cluster_spec``.
+    gpu_memory_gib, capacity
+        GPU memory and ``C``.
+    interference
+        Default :class:`StageInterference` (ξ from the per-stage times).
+    limit
+        Keep only the ``limit`` earliest arrivals (ties: file order) of the file.
+    cluster_spec
+        Muri/Tiresias cluster CSV; default ``cluster_n8g8.csv`` beside the trace if it exists,
+        else 8 nodes × 8 GPUs.
+    duration_from
+        ``"duration"`` (default): the isolated duration is the trace's ``duration`` column
+        (iterations = duration / iteration_time, fractional). ``"iterations"``: the trace's
+        ``iterations`` column at the measured iteration time, as Muri's simulator runs jobs
+        (the two differ by up to 2× on some rows).
+    name
+        Instance name; default the file's stem.
+
+    Returns
+    -------
+    Instance
+        Job ids are the trace's ``job_id``; arrivals and durations in seconds.
+    """
+    check_limit(limit)
+    if duration_from not in ("duration", "iterations"):
+        raise DuettoInputError(f"must be 'duration' or 'iterations', got {duration_from!r}", field="duration_from")
+    file = Path(path)
+    frame = read_table(file, MURI_COLUMNS)
+    if frame.empty:
+        raise DuettoInputError("no jobs in the trace", source=str(file))
+    if limit is not None:
+        frame = frame.iloc[earliest(numeric_column(frame, "submit_time", file, nonnegative=True), limit)]
+
+    if nodes is None or gpus_per_node is None:
+        spec = Path(cluster_spec) if cluster_spec is not None else file.parent / MURI_CLUSTER_FILE
+        default = read_cluster_spec(spec) if cluster_spec is not None or spec.is_file() else MURI_DEFAULT_CLUSTER
+    else:
+        default = (nodes, gpus_per_node)
+    cluster = build_cluster(nodes, gpus_per_node, default, gpu_memory_gib, capacity)
+
+    job_ids = text_column(frame, "job_id", file)
+    models = text_column(frame, "model_name", file)
+    gpus = numeric_column(frame, "num_gpu", file, integer=True, positive=True)
+    submit = numeric_column(frame, "submit_time", file, nonnegative=True) / _MS
+    iterations = numeric_column(frame, "iterations", file, positive=True)
+    batch = numeric_column(frame, "batch_size", file, integer=True, positive=True)
+    duration = numeric_column(frame, "duration", file, positive=True) / _MS
+    iter_time = numeric_column(frame, "iteration_time", file, positive=True) / _MS
+    stages = np.stack(
+        [numeric_column(frame, f"resource_time_{k}", file, nonnegative=True) / _MS for k in range(3)], axis=1
+    )
+    check_unique_ids(job_ids, file)
+    check_gang_fits(job_ids, gpus.tolist(), cluster, file)
+
+    namer = ProfileNamer()
+    profiles: dict[str, Profile] = {}
+    jobs: list[Job] = []
+    for i, job_id in enumerate(job_ids):
+        g, b, t = int(gpus[i]), int(batch[i]), float(iter_time[i])
+        stage = (float(stages[i, 0]), float(stages[i, 1]), float(stages[i, 2]))
+        profile_name, new = namer.name((models[i], b, g, t, stage), f"{models[i]}-b{b}-g{g}")
+        if new:
+            profiles[profile_name] = measured_profile(profile_name, b, t, stage)
+        count = float(duration[i]) / t if duration_from == "duration" else float(iterations[i])
+        jobs.append(Job(job_id, float(submit[i]), g, count, b, profile_name))
+
+    return Instance(
+        cluster=cluster,
+        jobs=tuple(jobs),
+        profiles=profiles,
+        interference=interference if interference is not None else StageInterference(),
+        name=name or file.stem,
+        metadata={
+            "source": "muri",
+            "file": file.name,
+            "duration_from": duration_from,
+            "limit": limit,
+            "units": "submit_time and duration ms -> s; iteration_time, resource_time_* ms -> s",
+        },
+    )

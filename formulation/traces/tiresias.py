@@ -1,0 +1,122 @@
+"""Tiresias' example trace (SymbioticLab/Tiresias, ``60_job.csv``).
+
+Columns: ``job_id,num_gpu,submit_time,iterations,model_name,duration,interval``, all times in
+seconds. The trace has no batch size and no per-iteration measurement: the iteration time is
+``duration / iterations`` and the batch size is recorded as 1 (one indivisible batch, so the job has
+a single mode). Memory is unknown (0 GiB). Interference defaults to a constant ξ (the trace has
+nothing to derive it from); :data:`DEFAULT_CONSTANT_XI` is close to the median measured Gavel
+slowdown on V100.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from formulation.errors import DuettoInputError
+from formulation.instance import Instance, Job
+from formulation.interference import ConstantInterference, InterferenceModel
+from formulation.speed import Profile
+from formulation.traces.common import (
+    PathLike,
+    ProfileNamer,
+    build_cluster,
+    check_gang_fits,
+    check_limit,
+    check_unique_ids,
+    earliest,
+    measured_profile,
+    numeric_column,
+    read_cluster_spec,
+    read_table,
+    text_column,
+)
+
+TIRESIAS_COLUMNS = ("job_id", "num_gpu", "submit_time", "iterations", "model_name", "duration")
+TIRESIAS_DEFAULT_CLUSTER = (32, 4)  # n32g4.csv
+TIRESIAS_CLUSTER_FILE = "n32g4.csv"
+DEFAULT_CONSTANT_XI = 1.5
+
+
+def load_tiresias(
+    path: PathLike,
+    *,
+    nodes: int | None = None,
+    gpus_per_node: int | None = None,
+    gpu_memory_gib: float = 32.0,
+    capacity: int = 2,
+    interference: InterferenceModel | None = None,
+    limit: int | None = None,
+    cluster_spec: PathLike | None = None,
+    name: str | None = None,
+) -> Instance:
+    """Load a Tiresias trace CSV.
+
+    Parameters
+    ----------
+    path
+        The trace (``60_job.csv``).
+    nodes, gpus_per_node
+        Cluster shape; each defaults to ``cluster_spec``.
+    gpu_memory_gib, capacity
+        GPU memory and ``C``.
+    interference
+        Default ``ConstantInterference(1.5)``.
+    limit
+        Keep only the ``limit`` earliest arrivals (ties: file order).
+    cluster_spec
+        Cluster CSV; default ``n32g4.csv`` beside the trace if it exists, else 32 nodes × 4 GPUs.
+    name
+        Instance name; default the file's stem.
+
+    Returns
+    -------
+    Instance
+        Job ids from ``job_id``; isolated duration = the ``duration`` column (seconds).
+    """
+    check_limit(limit)
+    file = Path(path)
+    frame = read_table(file, TIRESIAS_COLUMNS)
+    if frame.empty:
+        raise DuettoInputError("no jobs in the trace", source=str(file))
+    if limit is not None:
+        frame = frame.iloc[earliest(numeric_column(frame, "submit_time", file, nonnegative=True), limit)]
+    if nodes is None or gpus_per_node is None:
+        spec = Path(cluster_spec) if cluster_spec is not None else file.parent / TIRESIAS_CLUSTER_FILE
+        default = read_cluster_spec(spec) if cluster_spec is not None or spec.is_file() else TIRESIAS_DEFAULT_CLUSTER
+    else:
+        default = (nodes, gpus_per_node)
+    cluster = build_cluster(nodes, gpus_per_node, default, gpu_memory_gib, capacity)
+
+    job_ids = text_column(frame, "job_id", file)
+    models = text_column(frame, "model_name", file)
+    gpus = numeric_column(frame, "num_gpu", file, integer=True, positive=True)
+    submit = numeric_column(frame, "submit_time", file, nonnegative=True)
+    iterations = numeric_column(frame, "iterations", file, positive=True)
+    duration = numeric_column(frame, "duration", file, positive=True)
+    check_unique_ids(job_ids, file)
+    check_gang_fits(job_ids, gpus.tolist(), cluster, file)
+
+    namer = ProfileNamer()
+    profiles: dict[str, Profile] = {}
+    jobs: list[Job] = []
+    for i, job_id in enumerate(job_ids):
+        g = int(gpus[i])
+        seconds = float(duration[i]) / float(iterations[i])
+        profile_name, new = namer.name((models[i], g, seconds), f"{models[i]}-g{g}")
+        if new:
+            profiles[profile_name] = measured_profile(profile_name, 1, seconds)
+        jobs.append(Job(job_id, float(submit[i]), g, float(iterations[i]), 1, profile_name))
+
+    return Instance(
+        cluster=cluster,
+        jobs=tuple(jobs),
+        profiles=profiles,
+        interference=interference if interference is not None else ConstantInterference(DEFAULT_CONSTANT_XI),
+        name=name or file.stem,
+        metadata={
+            "source": "tiresias",
+            "file": file.name,
+            "limit": limit,
+            "units": "seconds; iteration time = duration / iterations; batch size unknown (1)",
+        },
+    )
