@@ -90,3 +90,26 @@ def test_schema_command_prints_json_schema() -> None:
     assert result.exit_code == 0
     schema = json.loads(result.stdout)
     assert "jobs" in schema["properties"] and "cluster" in schema["required"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "relative", "jobs"),
+    [
+        ("muri", "muri/trace1.csv", 1494),
+        ("tiresias", "tiresias/60_job.csv", 60),
+        ("gavel", "gavel/msr_seed0/0e4a51.trace", None),
+        ("shockwave", "shockwave/traces/120_0.2_5_100_40_25_0,0.5,0.5_0.6,0.3,0.09,0.01_multigpu_dynamic.trace", 120),
+        ("pollux", "pollux/workloads-1.5/workload-1.csv", 240),
+    ],
+)
+def test_import_each_format_through_the_cli(tmp_path: Path, kind: str, relative: str, jobs: int | None) -> None:
+    from formulation.paths import shared_data_dir
+
+    source = shared_data_dir() / relative
+    output = tmp_path / "inst.json"
+    result = _run("import", kind, str(source), "-o", str(output), "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    expected = jobs if jobs is not None else sum(1 for line in source.read_text().splitlines() if line.strip())
+    assert summary["jobs"] == expected
+    assert len(load_instance(output).jobs) == expected
