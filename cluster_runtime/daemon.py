@@ -1,0 +1,246 @@
+"""The daemon: state + backend + reconcile loop + local API.
+
+``duetto daemon --backend local|ray [--state PATH]`` runs :func:`run_daemon`. One daemon per state
+directory (an ``flock`` on ``daemon.lock`` enforces it, and is released by the kernel if the daemon
+dies). The main thread runs the reconcile loop: a pass every ``reconcile_interval_s`` and at once
+after every API request that changes the desired state. ``SIGTERM``/``SIGINT`` or ``duetto shutdown``
+stop it cleanly: running jobs are stopped (their progress kept, they stay planned and resume when the
+daemon starts again) and every node's MPS control daemon is told to ``quit``. With
+``--leave-running`` jobs and MPS keep running and the next daemon re-adopts them, as after a crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import importlib
+import logging
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from cluster_runtime.api import ApiServer, read_or_create_token
+from cluster_runtime.backends import Backend, make_backend
+from cluster_runtime.config import LOCK_NAME, RuntimeConfig
+from cluster_runtime.reconciler import Reconciler
+from cluster_runtime.spec import plan_from_dict
+from cluster_runtime.store import Store
+from formulation.errors import DuettoInputError
+from heuristics.core import Policy
+
+log = logging.getLogger(__name__)
+
+
+def resolve_policy(name: str | None) -> Policy | None:
+    """A policy by registry name (``heuristics.make_policy``) or as ``module:callable``."""
+    if name is None:
+        return None
+    if ":" in name:
+        module_name, _, attr = name.partition(":")
+        try:
+            factory = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as error:
+            raise DuettoInputError(f"cannot load policy {name!r}: {error}", field="policy") from None
+        policy = factory()
+        return policy
+    try:
+        heuristics = importlib.import_module("heuristics")
+        make_policy = heuristics.make_policy
+    except (ImportError, AttributeError):
+        raise DuettoInputError(
+            "the policy registry (heuristics.make_policy) is not available; give a policy as module:callable",
+            field="policy",
+        ) from None
+    return make_policy(name)
+
+
+class StateLock:
+    """An exclusive ``flock`` on ``<state>/daemon.lock``: one daemon per state directory."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / LOCK_NAME
+        self._handle: IO[str] | None = None
+
+    def acquire(self) -> None:
+        handle = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 - held for the daemon's life
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip()
+            handle.close()
+            raise DuettoInputError(
+                f"another daemon (pid {holder or '?'}) already runs on this state directory",
+                source=str(self.path),
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        self._handle = handle
+
+    def release(self) -> None:
+        if self._handle is not None:
+            fcntl.flock(self._handle, fcntl.LOCK_UN)
+            self._handle.close()
+            self._handle = None
+
+
+class Daemon:
+    """A running daemon (construct, then :meth:`serve`); usable in-process for tests and benchmarks.
+
+    Parameters
+    ----------
+    config
+        Settings.
+    backend
+        A ready backend (default: made from ``config``).
+    policy
+        A policy object (default: ``config.policy`` resolved).
+    serve_api
+        ``False`` to skip the socket (benchmarks drive the reconciler directly).
+    """
+
+    def __init__(
+        self,
+        config: RuntimeConfig,
+        backend: Backend | None = None,
+        policy: Policy | None = None,
+        serve_api: bool = True,
+    ) -> None:
+        self.config = config
+        config.state_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(config.state_dir, 0o700)
+        self.lock = StateLock(config.state_dir)
+        self.lock.acquire()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self.leave_running = False
+        self.api: ApiServer | None = None
+        try:
+            self.store = Store(config.db_path)
+            self.backend = backend or make_backend(config)
+            self.backend.start()
+            chosen = policy if policy is not None else resolve_policy(config.policy)
+            self.reconciler = Reconciler(self.store, self.backend, config, chosen)
+            self.recovered = self.reconciler.recover()
+            if serve_api:
+                self.api = self._make_api()
+                # Where clients find us (a TCP port 0 becomes a real port only now).
+                (config.state_dir / "api-address").write_text(self.api.address + "\n", encoding="utf-8")
+        except BaseException:
+            self.lock.release()
+            raise
+        self.started_at = time.time()
+        log.info(
+            "duetto daemon up: backend %s, %d node(s) x %d GPU(s), recovered %s",
+            self.backend.name,
+            len(self.backend.inventory.nodes),
+            self.backend.inventory.gpus_per_node,
+            self.recovered,
+        )
+
+    def _make_api(self) -> ApiServer:
+        routes: dict[tuple[str, str], Any] = {
+            ("GET", "health"): lambda body, query, ids: {"ok": True, "pid": os.getpid()},
+            ("GET", "status"): lambda body, query, ids: self.status(),
+            ("POST", "jobs"): lambda body, query, ids: self._changed(self.reconciler.submit(body, source="job")),
+            ("GET", "jobs/item"): lambda body, query, ids: self.reconciler.job_detail(ids[0]),
+            ("POST", "jobs/cancel"): lambda body, query, ids: self._changed(self.reconciler.cancel(ids[0])),
+            ("GET", "jobs/logs"): lambda body, query, ids: {
+                "log": self.reconciler.logs(
+                    ids[0],
+                    query.get("stream", ["stdout"])[0],
+                    int(query.get("tail", ["65536"])[0]),
+                    int(query.get("rank", ["0"])[0]),
+                )
+            },
+            ("POST", "plan"): lambda body, query, ids: self._changed(self._apply(body)),
+            ("POST", "reconcile"): lambda body, query, ids: self._reconcile_now(),
+            ("POST", "shutdown"): lambda body, query, ids: self.request_stop(bool((body or {}).get("leave_running"))),
+        }
+        if self.config.listen:
+            host, _, port = self.config.listen.rpartition(":")
+            if not self.config.token_file:
+                raise DuettoInputError("--listen needs --token-file (TCP is only served with a token)", field="listen")
+            token = read_or_create_token(self.config.token_file)
+            return ApiServer(routes, listen=(host or "127.0.0.1", int(port)), token=token)
+        return ApiServer(routes, socket_path=self.config.socket)
+
+    def _apply(self, body: Any) -> dict[str, Any]:
+        """A plan, or a schedule (``"format": "duetto-schedule"``, e.g. the oracle's) to replay."""
+        if isinstance(body, dict) and body.get("format") == "duetto-schedule":
+            return self.reconciler.apply_schedule(body)
+        return self.reconciler.apply(plan_from_dict(body), source="operator")
+
+    def _changed(self, result: dict[str, Any]) -> dict[str, Any]:
+        self._wake.set()
+        return result
+
+    def _reconcile_now(self) -> dict[str, Any]:
+        stats = self.reconciler.reconcile()
+        return dict(stats.__dict__)
+
+    def status(self) -> dict[str, Any]:
+        status = self.reconciler.status()
+        status["daemon"] = {
+            "pid": os.getpid(),
+            "state_dir": str(self.config.state_dir),
+            "api": None if self.api is None else self.api.address,
+            "started_at": self.started_at,
+            "recovered": self.recovered,
+        }
+        return status
+
+    def request_stop(self, leave_running: bool = False) -> dict[str, Any]:
+        self.leave_running = leave_running
+        self._stop.set()
+        self._wake.set()
+        return {"stopping": True, "leave_running": leave_running}
+
+    def serve(self, install_signals: bool = True) -> None:
+        """Run the reconcile loop until asked to stop, then shut down."""
+        if install_signals:
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(signum, lambda *_: self.request_stop(False))
+        if self.api is not None:
+            self.api.start()
+        try:
+            while not self._stop.is_set():
+                try:
+                    self.reconciler.reconcile()
+                except Exception:  # one bad pass must not end the daemon; the next pass retries
+                    log.exception("reconcile pass failed")
+                self._wake.wait(self.config.reconcile_interval_s)
+                self._wake.clear()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop the API, then (unless leaving jobs running) stop jobs and quit MPS; release the state."""
+        if self.api is not None:
+            with contextlib.suppress(Exception):
+                self.api.close()
+            self.api = None
+        try:
+            if not self.leave_running:
+                self.reconciler.stop_everything(self.config.stop_grace_s)
+            self.backend.shutdown(quit_mps=not self.leave_running)
+        finally:
+            self.store.close()
+            self.lock.release()
+
+
+def run_daemon(config: RuntimeConfig) -> None:
+    """Entry point of ``duetto daemon``."""
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    daemon = Daemon(config)
+    where = daemon.api.address if daemon.api is not None else "-"
+    log.info("listening on %s", where)
+    daemon.serve()

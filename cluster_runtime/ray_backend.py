@@ -1,0 +1,254 @@
+"""The Ray backend: one node agent per Ray node with GPUs, as a detached actor pinned to that node.
+
+- Nodes: every alive Ray node with a ``GPU`` resource, in (address, node id) order.
+- Agents: ``NodeAgent`` as a Ray actor (``num_cpus=0``, ``NodeAffinitySchedulingStrategy(soft=False)``),
+  named ``duetto-agent-<node id>`` and detached, so a daemon that restarts after a crash finds the
+  same agents, which still track the processes they started.
+- GPUs as Ray resources: a launch holds a placement group with one bundle ``{"GPU": 1/C}`` per GPU it
+  uses on each node (bundles pinned to the node by its ``ray.io/node-id`` label), so a GPU shared by
+  ``C`` duetto jobs is fully used in Ray's accounting and other Ray work does not land on it. Ray
+  chooses logical GPU ids for the bundles; the GPUs a job sees are the ones in the plan
+  (``CUDA_VISIBLE_DEVICES`` by UUID), the placement group is accounting only.
+
+Multi-node scheduling, node membership and transport are Ray's job; this module only maps the
+backend methods onto actor calls.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from cluster_runtime.agent import NodeAgent
+from cluster_runtime.backends import agent_mps_settings
+from cluster_runtime.config import RuntimeConfig
+from cluster_runtime.inventory import GpuInfo, Inventory, NodeInfo, renumber
+from formulation.errors import DuettoInputError
+
+log = logging.getLogger(__name__)
+
+CALL_TIMEOUT_S = 60.0
+
+
+class _RayAgent(NodeAgent):
+    """The node agent as seen from Ray: fake GPU UUIDs name the Ray node (stable across restarts)."""
+
+    def describe(self) -> dict[str, Any]:
+        import ray
+
+        if self._gpus is None and self._fake_gpu_count:
+            from cluster_runtime.inventory import discover_local_gpus
+
+            if not discover_local_gpus():
+                node_id = ray.get_runtime_context().get_node_id()
+                self._gpus = [
+                    {
+                        "uuid": f"GPU-fake-{node_id[:12]}-{i}",
+                        "memory_gib": self._fake_memory_gib,
+                        "name": "fake",
+                    }
+                    for i in range(self._fake_gpu_count)
+                ]
+        return super().describe()
+
+
+class RayBackend:
+    """Agents as Ray actors, launches holding fractional GPU placement groups."""
+
+    name = "ray"
+
+    def __init__(self, config: RuntimeConfig) -> None:
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        self.config = config
+        self._ray = ray
+        if not ray.is_initialized():
+            ray.init(
+                address=config.ray_address or "auto",
+                namespace=config.ray_namespace,
+                log_to_driver=False,
+                logging_level=logging.WARNING,
+            )
+        nodes = sorted(
+            (n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("GPU", 0) > 0),
+            key=lambda n: (n.get("NodeManagerAddress", ""), n["NodeID"]),
+        )
+        if not nodes:
+            raise DuettoInputError("the Ray cluster has no alive node with a GPU resource")
+        actor_class = ray.remote(num_cpus=0, max_restarts=0)(_RayAgent)
+        self.agents: list[Any] = []
+        described = []
+        for index, node in enumerate(nodes):
+            node_id = node["NodeID"]
+            agent = actor_class.options(
+                name=f"duetto-agent-{node_id}",
+                namespace=config.ray_namespace,
+                lifetime="detached",
+                get_if_exists=True,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+            ).remote(
+                index,
+                agent_mps_settings(config, node_id[:16]),
+                None,
+                int(node["Resources"]["GPU"]) if config.ray_fake_gpus else None,
+                config.gpu_memory_gib,
+            )
+            self.agents.append(agent)
+        facts = ray.get([agent.describe.remote() for agent in self.agents], timeout=CALL_TIMEOUT_S)
+        for index, (node, fact) in enumerate(zip(nodes, facts, strict=True)):
+            if not fact["gpus"]:
+                raise DuettoInputError(
+                    f"Ray node {node['NodeID'][:12]} has a GPU resource but NVML finds no GPU there; "
+                    "use --ray-fake-gpus on machines without GPUs (tests)"
+                )
+            gpus = tuple(
+                GpuInfo(g["uuid"], index, i, float(g["memory_gib"]), str(g.get("name", "gpu")))
+                for i, g in enumerate(fact["gpus"])
+            )
+            described.append(NodeInfo(index, fact["hostname"], fact["address"], gpus, node["NodeID"]))
+        self.inventory: Inventory = renumber(described, fake=any(f["fake"] for f in facts))
+        self._groups: dict[str, list[Any]] = {}
+
+    def _get(self, refs: Any) -> Any:
+        return self._ray.get(refs, timeout=CALL_TIMEOUT_S)
+
+    def start(self) -> None:
+        try:
+            self._get([agent.start_mps.remote() for agent in self.agents])
+        except Exception as error:  # an MpsError raised inside an actor arrives wrapped by Ray
+            raise DuettoInputError(f"starting the Ray nodes failed: {error}") from None
+
+    def launch(self, node: int, request: dict[str, Any]) -> dict[str, Any]:
+        return dict(self._get(self.agents[node].launch.remote(request)))
+
+    def launch_many(self, items: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
+        by_node: dict[int, list[int]] = {}
+        for index, (node, _) in enumerate(items):
+            by_node.setdefault(node, []).append(index)
+        nodes = list(by_node)
+        replies = self._get([self.agents[n].launch_many.remote([items[i][1] for i in by_node[n]]) for n in nodes])
+        answers: list[dict[str, Any]] = [{}] * len(items)
+        for node, reply in zip(nodes, replies, strict=True):
+            for index, answer in zip(by_node[node], reply, strict=True):
+                answers[index] = dict(answer)
+        return answers
+
+    def poll(self, by_node: Mapping[int, list[str]]) -> dict[str, dict[str, Any]]:
+        nodes = [node for node, ids in by_node.items() if ids]
+        answers = self._get([self.agents[node].poll.remote(by_node[node]) for node in nodes])
+        result: dict[str, dict[str, Any]] = {}
+        for node, answer in zip(nodes, answers, strict=True):
+            for launch_id, status in answer.items():
+                result[f"{launch_id}@{node}"] = status
+        return result
+
+    def stop(self, node: int, launch_id: str, force: bool = False) -> bool:
+        return bool(self._get(self.agents[node].stop.remote(launch_id, force)))
+
+    def adopt(self, node: int, launch_id: str, pid: int, proc_start: str | None, run_dir: str) -> dict[str, Any]:
+        return dict(self._get(self.agents[node].adopt.remote(launch_id, pid, proc_start, run_dir)))
+
+    def find(self, node: int, launch_id: str, run_dir: str) -> dict[str, Any] | None:
+        found = self._get(self.agents[node].find.remote(launch_id, run_dir))
+        return None if found is None else dict(found)
+
+    def forget(self, by_node: Mapping[int, list[str]]) -> None:
+        self._get([self.agents[node].forget.remote(ids) for node, ids in by_node.items() if ids])
+
+    def ensure_mps(self) -> list[dict[str, Any]]:
+        return list(self._get([agent.ensure_mps.remote() for agent in self.agents]))
+
+    def mps_status(self) -> list[dict[str, Any]]:
+        return list(self._get([agent.mps_status.remote() for agent in self.agents]))
+
+    def read_log(self, node: int, run_dir: str, stream: str, tail_bytes: int) -> str:
+        return str(self._get(self.agents[node].read_log.remote(run_dir, stream, tail_bytes)))
+
+    def progress_history(self, node: int, run_dir: str) -> list[tuple[float, float]]:
+        return [(float(x[0]), float(x[1])) for x in self._get(self.agents[node].progress_history.remote(run_dir))]
+
+    def free_port(self, node: int) -> int:
+        return int(self._get(self.agents[node].free_port.remote()))
+
+    # --- GPU shares as Ray resources -----------------------------------------------------------------
+    def _group_name(self, launch_id: str, node: int) -> str:
+        return f"duetto-{launch_id}-n{node}"
+
+    def reserve(self, launch_id: str, gpus_by_node: Mapping[int, int], share: float) -> bool:
+        return launch_id in self.reserve_many([(launch_id, gpus_by_node)], share)
+
+    def reserve_many(self, items: Sequence[tuple[str, Mapping[int, int]]], share: float) -> set[str]:
+        """Create every launch's placement groups, then wait for them together."""
+        from ray.util import placement_group, remove_placement_group
+
+        created: dict[str, list[Any]] = {}
+        for launch_id, gpus_by_node in items:
+            groups = []
+            for node, count in sorted(gpus_by_node.items()):
+                node_id = self.inventory.nodes[node].ray_node_id
+                groups.append(
+                    placement_group(
+                        [{"GPU": share}] * count,
+                        strategy="PACK",
+                        name=self._group_name(launch_id, node),
+                        lifetime="detached",
+                        bundle_label_selector=[{"ray.io/node-id": str(node_id)}] * count,
+                    )
+                )
+            created[launch_id] = groups
+        refs = {group.ready(): launch_id for launch_id, groups in created.items() for group in groups}
+        ready, _ = self._ray.wait(list(refs), num_returns=len(refs), timeout=self.config.ray_placement_timeout_s)
+        ready_count: dict[str, int] = {}
+        for ref in ready:
+            ready_count[refs[ref]] = ready_count.get(refs[ref], 0) + 1
+        placed = set()
+        for launch_id, groups in created.items():
+            if ready_count.get(launch_id, 0) == len(groups):
+                self._groups[launch_id] = groups
+                placed.add(launch_id)
+            else:
+                for group in groups:
+                    remove_placement_group(group)
+        return placed
+
+    def release(self, launch_id: str) -> None:
+        from ray.util import get_placement_group, remove_placement_group
+
+        groups = self._groups.pop(launch_id, None)
+        if groups is None:
+            # A launch from before a daemon restart: find its groups by name.
+            groups = []
+            for node in range(len(self.inventory.nodes)):
+                try:
+                    groups.append(get_placement_group(self._group_name(launch_id, node)))
+                except ValueError:
+                    continue
+        for group in groups:
+            try:
+                remove_placement_group(group)
+            except Exception as error:  # already gone
+                log.debug("placement group of %s: %s", launch_id, error)
+
+    def stop_all(self, grace_s: float) -> None:
+        self._get([agent.stop_all.remote(grace_s) for agent in self.agents])
+
+    def shutdown(self, quit_mps: bool = True) -> None:
+        """Quit MPS on every node and end the agents (they are detached: kill them explicitly)."""
+        if quit_mps:
+            try:
+                self._get([agent.quit_mps.remote() for agent in self.agents])
+            except Exception as error:
+                log.warning("MPS quit on Ray nodes failed: %s", error)
+            for agent in self.agents:
+                try:
+                    self._ray.kill(agent)
+                except Exception as error:
+                    log.debug("agent already gone: %s", error)
+            for launch_id in list(self._groups):
+                self.release(launch_id)
+
+    def gpu_available(self) -> float:
+        """Ray's free ``GPU`` resource across the cluster (for status and tests)."""
+        return float(self._ray.available_resources().get("GPU", 0.0))
