@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from duetto.commands import instances
+from duetto.commands import demo, instances, runtime, simulate, solve, studies
 
 app = typer.Typer(
     name="duetto",
@@ -19,7 +19,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for module in (instances,):
+for module in (demo, instances, solve, simulate, studies, runtime):
     module.register(app)
 
 

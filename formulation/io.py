@@ -92,8 +92,24 @@ class HashedPairInterferenceModel(_Strict):
     decimals: int = Field(2, ge=0, le=12)
 
 
+class PredictedInterferenceModel(_Strict):
+    """ξ predicted by exported gradient-boosted trees from per-profile features (Castor §6)."""
+
+    kind: Literal["predicted"]
+    worker_type: str = "v100"
+    fallback: float | None = Field(None, ge=1)
+    features: dict[str, dict[str, float]] = Field(description="profile name -> feature name -> value")
+    forbidden: list[tuple[str, str]] = Field(default_factory=list, description="ordered pairs that may not share")
+    model: dict[str, Any] = Field(description="the exported tree ensemble (formulation.predictor.TreeEnsemble)")
+    provenance: dict[str, Any] = Field(default_factory=dict)
+
+
 InterferenceSpec = Annotated[
-    ConstantInterferenceModel | TableInterferenceModel | StageInterferenceModel | HashedPairInterferenceModel,
+    ConstantInterferenceModel
+    | TableInterferenceModel
+    | StageInterferenceModel
+    | HashedPairInterferenceModel
+    | PredictedInterferenceModel,
     Field(discriminator="kind"),
 ]
 
@@ -145,8 +161,17 @@ class ScheduleModel(_Strict):
 
 
 def _interference_from_model(
-    spec: ConstantInterferenceModel | TableInterferenceModel | StageInterferenceModel | HashedPairInterferenceModel,
+    spec: ConstantInterferenceModel
+    | TableInterferenceModel
+    | StageInterferenceModel
+    | HashedPairInterferenceModel
+    | PredictedInterferenceModel,
 ) -> InterferenceModel:
+    if isinstance(spec, PredictedInterferenceModel):
+        # Imported here: the predictor pulls in numpy/pandas machinery plain instances never need.
+        from formulation.predictor import PredictedInterference
+
+        return PredictedInterference.from_dict(spec.model_dump())
     if isinstance(spec, ConstantInterferenceModel):
         return ConstantInterference(spec.xi)
     if isinstance(spec, TableInterferenceModel):

@@ -4,7 +4,6 @@ what a producer claims. One module; every report, benchmark and CLI command call
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections import defaultdict
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from formulation.instance import Instance
-from formulation.validator import Occupancy, ValidationReport
+from formulation.validator import ValidationReport
 
 #: SJF-BSBF Tables III-IV: "jobs requiring more than 4 GPUs are considered large".
 DEFAULT_LARGE_THRESHOLD = 4
@@ -103,41 +102,56 @@ def sharing_benefits(instance: Instance, report: ValidationReport) -> dict[str, 
     enough GPUs were free of other jobs (in this schedule, with no new arrivals) and then run alone for
     its isolated duration ``L_j``: ``(t_free − a_j) + L_j``. Values above 1 mean sharing paid off.
     """
-    # Per GPU, the disjoint occupancy intervals in time order, for bisection.
-    by_gpu: dict[int, list[Occupancy]] = defaultdict(list)
-    for item in sorted(report.occupancy, key=lambda o: (o.gpu, o.start)):
-        by_gpu[item.gpu].append(item)
-    starts = {gpu: [o.start for o in items] for gpu, items in by_gpu.items()}
-    shared_jobs: set[str] = {job for o in report.occupancy if len(o.jobs) >= 2 for job in o.jobs}
-    change_points = sorted({o.end for o in report.occupancy})
-    benefits: dict[str, float] = {}
+    occupancy = report.occupancy
+    shared_jobs = sorted({job for o in occupancy if len(o.jobs) >= 2 for job in o.jobs})
+    if not shared_jobs:
+        return {}
     num_gpus = instance.cluster.num_gpus
-
-    def busy_with_others(gpu: int, t: float, job_id: str) -> bool:
-        items = by_gpu.get(gpu)
-        if not items:
-            return False
-        index = bisect.bisect_right(starts[gpu], t) - 1
-        if index < 0:
-            return False
-        item = items[index]
-        return item.start <= t < item.end and any(j != job_id for j in item.jobs)
-
-    for job_id in sorted(shared_jobs):
+    # One sweep gives free(t) = GPUs with no occupant, piecewise constant on [times[i], times[i+1]).
+    # A GPU is "free of others" for job j when it is free or j is its only occupant, so
+    # free_of_others_j(t) = free(t) + alone_j(t); after j ends, alone_j = 0 and the answer is a
+    # "first index >= i with free >= k" query, answered from one sorted index list per GPU demand k.
+    deltas: dict[float, int] = defaultdict(int)
+    alone: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    wanted = set(shared_jobs)
+    for item in occupancy:
+        deltas[item.start] += 1
+        deltas[item.end] -= 1
+        if len(item.jobs) == 1 and item.jobs[0] in wanted:
+            alone[item.jobs[0]].append((item.start, item.end))
+    times = np.asarray(sorted(deltas), dtype=float)
+    free = num_gpus - np.cumsum([deltas[t] for t in times.tolist()])
+    free_enough: dict[int, np.ndarray] = {}
+    benefits: dict[str, float] = {}
+    for job_id in shared_jobs:
         if job_id not in report.completion or job_id not in report.start:
             continue
         job = instance.job(job_id)
-        start = report.start[job_id]
+        start, completion = report.start[job_id], report.completion[job_id]
         t_free = math.inf
-        first = bisect.bisect_right(change_points, start)
-        for t in [start, *change_points[first:]]:
-            free = sum(not busy_with_others(gpu, t, job_id) for gpu in range(num_gpus))
-            if free >= job.num_gpus:
-                t_free = t
-                break
+        # While j runs: candidates are its start and every change point before its completion.
+        lo = int(np.searchsorted(times, start, side="right"))
+        hi = int(np.searchsorted(times, completion, side="left"))
+        candidates = np.concatenate(([start], times[lo:hi]))
+        index = np.searchsorted(times, candidates, side="right") - 1
+        count = free[index].copy()
+        for a, b in alone.get(job_id, ()):
+            count += (candidates >= a) & (candidates < b)
+        hits = np.flatnonzero(count >= job.num_gpus)
+        if hits.size:
+            t_free = float(candidates[hits[0]])
+        else:
+            # After j: the first change point at or after its completion with enough free GPUs.
+            if job.num_gpus not in free_enough:
+                free_enough[job.num_gpus] = np.flatnonzero(free >= job.num_gpus)
+            ok = free_enough[job.num_gpus]
+            first = int(np.searchsorted(times, completion, side="right")) - 1
+            position = int(np.searchsorted(ok, max(first, 0)))
+            if position < ok.size:
+                t_free = max(float(times[ok[position]]), completion)
         if not math.isfinite(t_free):
             continue
-        colocation = report.completion[job_id] - job.arrival
+        colocation = completion - job.arrival
         solo = (t_free - job.arrival) + instance.isolated_duration(job)
         if colocation > 0:
             benefits[job_id] = solo / colocation

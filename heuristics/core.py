@@ -12,6 +12,7 @@ composes them and returns concrete actions.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -58,17 +59,41 @@ class ClusterView:
     attained_service: Mapping[str, float] = field(default_factory=dict)
     first_start: Mapping[str, float] = field(default_factory=dict)
     progress: Mapping[str, float] = field(default_factory=dict)
+    #: Optional, filled by the loop: ``occupancy[g]`` = ids of the running jobs on GPU ``g`` (a fast
+    #: path for :meth:`gpu_occupants`; ``None`` means "derive it from ``running``").
+    occupancy: Sequence[Sequence[str]] | None = None
+    #: Optional, filled by the loop: the simulation is slotted with this slot length Δ (decisions are
+    #: taken on multiples of Δ only); ``None`` in continuous time.
+    slot: float | None = None
+    #: Optional, filled by the loop: the ids of ``pending`` as a set (read-only; fast membership and
+    #: set differences for policies that keep their own queues). ``None``: use ``set(pending)``.
+    pending_set: AbstractSet[str] | None = None
 
     def remaining_iterations(self, job_id: str) -> float:
         return max(0.0, self.instance.job(job_id).iterations - self.progress.get(job_id, 0.0))
 
     def gpu_occupants(self) -> dict[int, list[str]]:
         """GPU id → ids of running jobs on it."""
+        if self.occupancy is not None:
+            return {g: list(jobs) for g, jobs in enumerate(self.occupancy)}
         occupants: dict[int, list[str]] = {g: [] for g in range(self.instance.cluster.num_gpus)}
         for job in self.running.values():
             for gpu in job.gpus:
                 occupants[gpu].append(job.job_id)
         return occupants
+
+    def occupants_of(self, gpu: int) -> Sequence[str]:
+        """Ids of the running jobs on ``gpu``."""
+        if self.occupancy is not None:
+            return self.occupancy[gpu]
+        return [job.job_id for job in self.running.values() if gpu in job.gpus]
+
+    def free_gpus(self) -> list[int]:
+        """GPUs that hold no job, in id order."""
+        if self.occupancy is not None:
+            return [g for g, jobs in enumerate(self.occupancy) if not jobs]
+        used = {gpu for job in self.running.values() for gpu in job.gpus}
+        return [g for g in range(self.instance.cluster.num_gpus) if g not in used]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +116,24 @@ Action = Start | Preempt
 
 
 class Policy(Protocol):
-    """A scheduling policy (with its placement and packing steps)."""
+    """A scheduling policy (with its placement and packing steps).
+
+    Register a policy with :func:`heuristics.registry.register_policy`; the loop
+    (:mod:`heuristics.loop`) drives it. Besides the members below, a policy may define these optional
+    methods (the loop calls them when present):
+
+    ``check_instance(instance) -> None``
+        Raise :class:`formulation.errors.DuettoInputError` naming what is missing if the policy cannot
+        serve ``instance`` (e.g. per-stage times for Muri). Called once before the first decision.
+    ``reset() -> None``
+        Forget per-run state; called before a run starts (a policy object may be reused).
+    ``next_decision_time(view) -> float | None``
+        Ask to be called again at that time even if no arrival/completion/round happens before it (e.g.
+        Tiresias' queue demotions). Called after every decision; ``None`` = no request.
+
+    The mappings in a :class:`ClusterView` are read-only views of the loop's live state: valid during
+    ``decide`` only, never keep them.
+    """
 
     name: str
     #: ``True`` if the policy may preempt (its schedules have several segments per job).

@@ -135,9 +135,8 @@ def register(app: typer.Typer) -> None:
         json_output: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
     ) -> None:
         """Import a public trace (Muri, Tiresias, Gavel, Shockwave, Pollux) as a duetto instance."""
-        from formulation.traces import load_trace
-
         from formulation.io import save_instance
+        from formulation.traces import load_trace
 
         options: dict[str, Any] = {"nodes": nodes, "gpus_per_node": gpus_per_node}
         if limit is not None:

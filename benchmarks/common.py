@@ -1,0 +1,133 @@
+"""Pieces every study shares: running a policy or the oracle on an instance and turning the outcome
+into a tidy row whose numbers come from the validator and :func:`formulation.metrics.compute_metrics`
+(never from what a producer claims).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from formulation.instance import Instance
+from formulation.metrics import DEFAULT_LARGE_THRESHOLD, compute_metrics
+from formulation.schedule import Schedule
+from formulation.validator import ValidationReport, validate
+
+#: Metric columns copied from compute_metrics into study rows.
+METRIC_COLUMNS: tuple[str, ...] = (
+    "total_jct",
+    "jct_avg",
+    "jct_median",
+    "jct_p99",
+    "makespan",
+    "queueing_avg",
+    "gpu_utilization",
+    "shared_gpu_seconds",
+    "sharing_benefit",
+    "shared_jobs",
+)
+
+
+@dataclass
+class Evaluation:
+    """A schedule checked by the validator, with its metrics."""
+
+    report: ValidationReport
+    metrics: dict[str, Any]
+
+    @property
+    def valid(self) -> bool:
+        return bool(self.report.ok) and self.metrics["completed"] == self.metrics["jobs"]
+
+
+def evaluate(
+    instance: Instance,
+    schedule: Schedule,
+    *,
+    slotted: bool | None = None,
+    slot: float | None = None,
+    large_threshold: int = DEFAULT_LARGE_THRESHOLD,
+) -> Evaluation:
+    """Validate ``schedule`` (slotted when it carries a slot, unless ``slotted`` says otherwise; ``slot``
+    overrides the schedule's Δ) and compute its metrics."""
+    report = validate(instance, schedule, slotted=slotted, slot=slot)
+    return Evaluation(report, compute_metrics(instance, report, large_threshold=large_threshold))
+
+
+def as_continuous(schedule: Schedule) -> Schedule:
+    """The same decisions (starts, GPU sets, steps, preemption times) read in continuous time: no slot and
+    no claimed completions (those were computed in the slotted semantics)."""
+    plans = tuple(dataclasses.replace(plan, claimed_completion=None) for plan in schedule.plans)
+    return dataclasses.replace(schedule, plans=plans, slot=None)
+
+
+def metric_fields(evaluation: Evaluation | None, prefix: str = "") -> dict[str, Any]:
+    """The :data:`METRIC_COLUMNS` of an evaluation (NaN when there is none), optionally prefixed."""
+    if evaluation is None:
+        return {f"{prefix}{name}": math.nan for name in METRIC_COLUMNS}
+    return {f"{prefix}{name}": evaluation.metrics.get(name, math.nan) for name in METRIC_COLUMNS}
+
+
+def policy_is_preemptive(name: str) -> bool:
+    """Whether a registered policy preempts (its schedules are outside the non-preemptive oracle's space)."""
+    from heuristics.registry import make_policy
+
+    return bool(getattr(make_policy(name), "preemptive", False))
+
+
+def simulate_policy(
+    instance: Instance,
+    policy: Any,
+    *,
+    slot: float | None,
+    capacity: int | None = None,
+    restart_cost: float = 0.0,
+    policy_options: Mapping[str, Any] | None = None,
+) -> tuple[Any, float]:
+    """Simulate ``policy`` (a name or a policy object) without the simulator's own validation.
+
+    Returns
+    -------
+    (SimulationResult, wall seconds)
+        Validate ``result.schedule`` against ``result.instance`` (it carries the capacity used).
+    """
+    from heuristics.simulator import simulate
+
+    clock = time.perf_counter()
+    result = simulate(
+        instance,
+        policy,
+        slot=slot,
+        capacity=capacity,
+        restart_cost=restart_cost,
+        validate=False,
+        policy_options=policy_options,
+    )
+    return result, time.perf_counter() - clock
+
+
+def solve_oracle(
+    instance: Instance, solver: str, *, time_limit: float, slot: float, objective: str = "jct", **options: Any
+) -> tuple[Any, float]:
+    """Solve with the exact oracle (in its worker subprocess); ``options`` go to the backend (e.g.
+    ``num_workers`` for CP-SAT, ``threads`` for HiGHS). Returns ``(Result, wall seconds)``."""
+    from solvers import solve
+
+    clock = time.perf_counter()
+    result = solve(
+        instance, solver=solver, time_limit=time_limit, slot=slot, objective=objective, options=options or None
+    )
+    return result, time.perf_counter() - clock
+
+
+def clean_float(value: Any) -> float:
+    """A finite float, or NaN."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return math.nan
+    return number if math.isfinite(number) else math.nan

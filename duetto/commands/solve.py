@@ -1,0 +1,135 @@
+"""``duetto solve``: the exact oracle from the command line."""
+
+from __future__ import annotations
+
+import math
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.table import Table
+
+from duetto.cli_support import console, error_console, fail, print_json, user_errors
+
+if TYPE_CHECKING:
+    from solvers.api import Progress
+    from solvers.result import Result
+
+
+class ObjectiveKind(StrEnum):
+    jct = "jct"
+    makespan = "makespan"
+
+
+def _fmt(value: float, digits: int = 2) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:,.{digits}f}"
+
+
+def _print_result(result: Result) -> None:
+    summary = result.summary()
+    table = Table(title=f"{result.solver}: {result.status.value}", show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    unit = "s (total JCT)" if result.objective_kind == "jct" else "s (makespan)"
+    table.add_row("objective", f"{_fmt(result.objective)} {unit}")
+    table.add_row("proven bound", f"{_fmt(result.bound)} s")
+    table.add_row("gap", "-" if summary["gap"] is None else f"{100 * summary['gap']:.2f} %")
+    table.add_row("build", f"{result.build_seconds:.2f} s")
+    table.add_row("solve", f"{result.solve_seconds:.2f} s")
+    problem = result.stats.get("problem", {})
+    if problem:
+        table.add_row("slot", f"{problem.get('slot_seconds')} s, horizon {problem.get('horizon_slots')} slots")
+    if result.schedule is not None and result.objective_kind == "jct":
+        jobs = len(result.schedule.plans)
+        table.add_row("average JCT", f"{_fmt(result.objective / max(1, jobs))} s")
+    if result.message:
+        table.add_row("message", result.message.splitlines()[0])
+    console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    @user_errors
+    def solve(
+        instance_path: Annotated[Path, typer.Argument(metavar="INSTANCE", help="instance JSON")],
+        solver: Annotated[
+            str,
+            typer.Option(
+                "--solver",
+                "-s",
+                help="cpsat, highs, portfolio (both, best of either) or pyomo:NAME (any solver Pyomo knows)",
+            ),
+        ] = "cpsat",
+        time_limit: Annotated[float, typer.Option("--time-limit", "-t", help="wall seconds, enforced")] = 60.0,
+        slot: Annotated[
+            float | None, typer.Option("--slot", help="slot length in seconds (default: chosen from the instance)")
+        ] = None,
+        objective: Annotated[
+            ObjectiveKind, typer.Option("--objective", help="total (= average) JCT or makespan")
+        ] = ObjectiveKind.jct,
+        export_model: Annotated[
+            Path | None, typer.Option("--export-model", help="write the model as FILE.mps or FILE.lp first")
+        ] = None,
+        output: Annotated[Path | None, typer.Option("--output", "-o", help="schedule JSON to write")] = None,
+        threads: Annotated[
+            int | None, typer.Option("--threads", help="solver threads / CP-SAT workers (default 2 for CP-SAT)")
+        ] = None,
+        json_output: Annotated[bool, typer.Option("--json", help="print the result summary as JSON")] = False,
+        quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress display")] = False,
+    ) -> None:
+        """Solve the time-slotted integer program exactly (CP-SAT, HiGHS or any Pyomo solver)."""
+        from formulation.io import load_instance, save_schedule
+        from solvers.api import solve as run_solve
+
+        if threads is not None and threads < 1:
+            fail(f"--threads must be >= 1, got {threads}")
+        instance = load_instance(instance_path)
+        options: dict[str, Any] = {}
+        if threads is not None:
+            options = {"threads": threads, "num_workers": threads}
+        show = not quiet and not json_output and error_console.is_terminal
+        if show:
+            from rich.live import Live
+
+            status_line = f"solving {instance.name} with {solver}"
+            with Live(status_line, console=error_console, transient=True, refresh_per_second=4) as live:
+
+                def on_progress(state: Progress) -> None:
+                    live.update(
+                        f"{solver} [{state.phase}] {state.elapsed:6.1f}/{time_limit:g} s  "
+                        f"best {_fmt(state.objective)}  bound {_fmt(state.bound)}  "
+                        f"incumbents {state.incumbents}"
+                    )
+
+                result = run_solve(
+                    instance,
+                    solver,
+                    time_limit,
+                    slot,
+                    objective.value,
+                    export_model=export_model,
+                    options=options,
+                    progress=on_progress,
+                )
+        else:
+            result = run_solve(
+                instance, solver, time_limit, slot, objective.value, export_model=export_model, options=options
+            )
+        if output is not None and result.schedule is not None:
+            save_schedule(result.schedule, output)
+        if json_output:
+            summary = result.summary()
+            if output is not None:
+                summary["schedule_path"] = str(output)
+            if export_model is not None:
+                summary["model_path"] = str(export_model)
+            print_json(summary)
+        else:
+            _print_result(result)
+            if export_model is not None:
+                console.print(f"model written to {export_model}")
+            if output is not None:
+                console.print(f"schedule written to {output}")
+        if result.status.value == "error":
+            raise typer.Exit(1)

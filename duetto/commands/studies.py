@@ -1,0 +1,448 @@
+"""Study commands: gap (policies against the oracle), scale (time against job count), replay (policies on
+a public trace, papers' table shape) and plot (per-GPU Gantt chart of a schedule).
+
+The studies live in :mod:`benchmarks`; these commands parse options, run them (local process pool, or Ray
+with ``--ray-address``), print the summary and list the files written. Rerunning a study with the same
+``--out`` skips the rows already computed.
+"""
+
+from __future__ import annotations
+
+import math
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from duetto.cli_support import console, fail, print_json, user_errors
+from formulation.errors import DuettoInputError
+
+
+class ArrivalChoice(StrEnum):
+    zero = "zero"
+    poisson = "poisson"
+
+
+def _ints(text: str, name: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise DuettoInputError(f"expected comma-separated integers, got '{text}'", field=name) from None
+    if not values or any(v < 1 for v in values):
+        raise DuettoInputError(f"expected integers >= 1, got '{text}'", field=name)
+    return values
+
+
+def _range(text: str, name: str) -> tuple[float, float]:
+    try:
+        low, high = (float(part) for part in text.split(","))
+    except ValueError:
+        raise DuettoInputError(f"expected 'LOW,HIGH', got '{text}'", field=name) from None
+    return low, high
+
+
+def _cluster(text: str) -> tuple[int, int]:
+    try:
+        nodes, gpus = (int(part) for part in text.lower().split("x"))
+    except ValueError:
+        raise DuettoInputError(f"expected NODESxGPUS (e.g. 2x4), got '{text}'", field="cluster") from None
+    if nodes < 1 or gpus < 1:
+        raise DuettoInputError(f"expected positive sizes, got '{text}'", field="cluster")
+    return nodes, gpus
+
+
+def _policies(names: list[str] | None) -> tuple[str, ...]:
+    """The chosen policies (every registered one by default), each checked to exist."""
+    from heuristics.registry import make_policy, policy_names
+
+    chosen = tuple(names) if names else tuple(policy_names())
+    for name in chosen:
+        make_policy(name)  # unknown → DuettoInputError listing the known names
+    return chosen
+
+
+def _seeds(count: int, first: int) -> tuple[int, ...]:
+    if count < 1:
+        raise DuettoInputError(f"must be >= 1, got {count}", field="seeds")
+    if first < 0:
+        raise DuettoInputError(f"must be >= 0, got {first}", field="first-seed")
+    return tuple(range(first, first + count))
+
+
+def _solver_limits(items: list[str] | None) -> dict[str, float]:
+    limits: dict[str, float] = {}
+    for item in items or []:
+        name, _, seconds = item.rpartition("=")
+        try:
+            value = float(seconds)
+        except ValueError:
+            raise DuettoInputError(f"expected SOLVER=SECONDS, got '{item}'", field="solver-time-limit") from None
+        if not name or value <= 0:
+            raise DuettoInputError(f"expected SOLVER=SECONDS with SECONDS > 0, got '{item}'", field="solver-time-limit")
+        limits[name] = value
+    return limits
+
+
+def _solver_options(num_workers: int | None) -> dict[str, Any]:
+    return {} if num_workers is None else {"num_workers": num_workers}
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "–"
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _print_frame(frame: Any, title: str, columns: list[str] | None = None, digits: int = 3) -> None:
+    table = Table(title=title)
+    shown = columns or list(frame.columns)
+    for column in shown:
+        table.add_column(str(column))
+    for row in frame[shown].itertuples(index=False):
+        table.add_row(*(_fmt(v, digits) for v in row))
+    # redirected to a file: do not squeeze the table into 80 columns
+    console.print(table, width=None if console.is_terminal else 220)
+
+
+def _print_files(files: list[Path]) -> None:
+    for path in files:
+        console.print(f"  wrote {path}", highlight=False)
+
+
+def _print_run(run: Any) -> None:
+    console.print(
+        f"{run.ran} tasks run, {run.skipped} already done, {len(run.failed)} failed "
+        f"({run.backend}, {run.wall_seconds:.1f} s)",
+        highlight=False,
+    )
+    for key, message in list(run.failed.items())[:10]:
+        console.print(f"  [red]failed[/] {key}: {message}", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    @user_errors
+    def gap(
+        sizes: Annotated[str, typer.Option(help="job counts, comma-separated")] = "4,6",
+        cluster: Annotated[list[str] | None, typer.Option(help="cluster shape NODESxGPUS (repeatable)")] = None,
+        arrivals: Annotated[list[ArrivalChoice] | None, typer.Option(help="arrival mode (repeatable)")] = None,
+        xi_range: Annotated[list[str] | None, typer.Option(help="interference range LOW,HIGH (repeatable)")] = None,
+        seeds: Annotated[int, typer.Option(help="instances per combination (seeds FIRST..FIRST+N-1)")] = 3,
+        first_seed: Annotated[int, typer.Option(help="first seed")] = 0,
+        load: Annotated[float, typer.Option(help="offered load of Poisson arrivals")] = 1.0,
+        policy: Annotated[list[str] | None, typer.Option(help="policy (repeatable; default: every one)")] = None,
+        solver: Annotated[list[str] | None, typer.Option(help="oracle backend (repeatable; default cpsat)")] = None,
+        time_limit: Annotated[float, typer.Option(help="seconds per exact solve")] = 60.0,
+        solver_time_limit: Annotated[
+            list[str] | None, typer.Option(help="SOLVER=SECONDS: another limit for one solver (repeatable)")
+        ] = None,
+        num_workers: Annotated[int | None, typer.Option(help="solver threads per solve")] = None,
+        target_slots: Annotated[int, typer.Option(help="slot rule: about this many slots per schedule")] = 120,
+        out: Annotated[Path, typer.Option("--out", "-o", help="output folder (rerun: resumes)")] = Path("results/gap"),
+        workers: Annotated[int | None, typer.Option(help="parallel tasks (default: CPU count)")] = None,
+        ray_address: Annotated[str | None, typer.Option(help="run on Ray: address, or 'local'")] = None,
+        progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
+        figures: Annotated[bool, typer.Option(help="write the figures")] = True,
+        refresh: Annotated[
+            list[str] | None,
+            typer.Option(help="recompute this method's stored rows (repeatable; 'policies': every policy)"),
+        ] = None,
+        json_output: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
+    ) -> None:
+        """Optimality gap of every policy against the exact oracle on random instances."""
+        from benchmarks.gap import GapStudy, run_gap_study
+
+        if time_limit <= 0:
+            fail("--time-limit must be > 0")
+        study = GapStudy(
+            sizes=_ints(sizes, "sizes"),
+            clusters=tuple(_cluster(c) for c in (cluster or ["1x4"])),
+            arrivals=tuple(a.value for a in (arrivals or [ArrivalChoice.zero, ArrivalChoice.poisson])),
+            xi_ranges=tuple(_range(x, "xi-range") for x in (xi_range or ["1.0,2.0"])),
+            seeds=_seeds(seeds, first_seed),
+            policies=_policies(policy),
+            solvers=tuple(solver or ["cpsat"]),
+            time_limit=time_limit,
+            solver_time_limits=_solver_limits(solver_time_limit),
+            load=load,
+            target_slots=target_slots,
+            solver_options=_solver_options(num_workers),
+        )
+        outcome = run_gap_study(
+            study,
+            out,
+            workers=workers,
+            ray_address=ray_address,
+            progress=progress,
+            figures=figures,
+            refresh=tuple(refresh or ()),
+        )
+        if json_output:
+            print_json(
+                {
+                    "summary": outcome.summary.to_dict(orient="records"),
+                    "files": [str(f) for f in outcome.files],
+                    "failed": outcome.run.failed,
+                }
+            )
+            return
+        _print_run(outcome.run)
+        if not outcome.summary.empty:
+            _print_frame(
+                outcome.summary,
+                "gap per method and size (fractions; gap_*: against a proven optimum, "
+                "bound_gap_*: against the best bound where no solver proved one)",
+                [
+                    "method",
+                    "n",
+                    "instances",
+                    "proven",
+                    "gap_median",
+                    "gap_p95",
+                    "gap_max",
+                    "to_bound",
+                    "bound_gap_median",
+                    "bound_gap_max",
+                    "wall_median_s",
+                ],
+            )
+        _print_files(outcome.files)
+
+    @app.command()
+    @user_errors
+    def scale(
+        solver: Annotated[
+            list[str] | None, typer.Option(help="oracle backend (repeatable; default highs, cpsat)")
+        ] = None,
+        solver_sizes: Annotated[str, typer.Option(help="job counts for the solvers")] = "4,6,8,12,16,24",
+        policy: Annotated[list[str] | None, typer.Option(help="policy (repeatable; default: every one)")] = None,
+        policy_sizes: Annotated[str, typer.Option(help="job counts for the policies")] = (
+            "10,30,100,300,1000,3000,10000"
+        ),
+        seeds: Annotated[int, typer.Option(help="instances per size")] = 3,
+        first_seed: Annotated[int, typer.Option(help="first seed")] = 0,
+        time_limit: Annotated[float, typer.Option(help="seconds per exact solve")] = 60.0,
+        max_seconds: Annotated[
+            float, typer.Option(help="stop a method after a size whose median exceeds this")
+        ] = 300.0,
+        num_workers: Annotated[int | None, typer.Option(help="solver threads per solve")] = None,
+        gpus_per_node: Annotated[int, typer.Option(help="GPUs per node")] = 4,
+        jobs_per_gpu: Annotated[float, typer.Option(help="the cluster grows with n: this many jobs per GPU")] = 2.0,
+        arrivals: Annotated[ArrivalChoice, typer.Option(help="arrival mode")] = ArrivalChoice.poisson,
+        load: Annotated[float, typer.Option(help="offered load of Poisson arrivals")] = 1.0,
+        out: Annotated[Path, typer.Option("--out", "-o", help="output folder (rerun: resumes)")] = Path(
+            "results/scale"
+        ),
+        workers: Annotated[int | None, typer.Option(help="parallel tasks (default: CPU count)")] = None,
+        ray_address: Annotated[str | None, typer.Option(help="run on Ray: address, or 'local'")] = None,
+        progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
+        figures: Annotated[bool, typer.Option(help="write the figure")] = True,
+        json_output: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
+    ) -> None:
+        """Time to schedule against job count: exact solvers and every policy (log-log, fitted exponents)."""
+        from benchmarks.scale import ScaleStudy, run_scale_study
+
+        if time_limit <= 0 or max_seconds <= 0:
+            fail("--time-limit and --max-seconds must be > 0")
+        study = ScaleStudy(
+            solvers=tuple(solver) if solver is not None else ("highs", "cpsat"),
+            solver_sizes=_ints(solver_sizes, "solver-sizes"),
+            policies=_policies(policy),
+            policy_sizes=_ints(policy_sizes, "policy-sizes"),
+            seeds=_seeds(seeds, first_seed),
+            time_limit=time_limit,
+            max_seconds=max_seconds,
+            gpus_per_node=gpus_per_node,
+            jobs_per_gpu=jobs_per_gpu,
+            arrivals=arrivals.value,
+            load=load,
+            solver_options=_solver_options(num_workers),
+        )
+        outcome = run_scale_study(
+            study, out, workers=workers, ray_address=ray_address, progress=progress, figures=figures
+        )
+        if json_output:
+            print_json(
+                {
+                    "summary": outcome.summary.to_dict(orient="records"),
+                    "fits": outcome.fits.to_dict(orient="records"),
+                    "stopped": outcome.stopped,
+                    "files": [str(f) for f in outcome.files],
+                }
+            )
+            return
+        for run in outcome.runs:
+            _print_run(run)
+        if not outcome.summary.empty:
+            _print_frame(
+                outcome.summary,
+                "seconds per method and size",
+                [
+                    "method",
+                    "n",
+                    "runs",
+                    "seconds_median",
+                    "seconds_max",
+                    "proven_fraction",
+                    "solver_gap_median",
+                    "validated",
+                ],
+            )
+        if not outcome.fits.empty:
+            _print_frame(outcome.fits, "fitted growth: seconds ≈ c·n^exponent", digits=2)
+        for method, size in outcome.stopped.items():
+            console.print(
+                f"  {method}: stopped before n={size} (median over {max_seconds:g} s, or skipped)", highlight=False
+            )
+        _print_files(outcome.files)
+
+    @app.command()
+    @user_errors
+    def replay(
+        kind: Annotated[str, typer.Argument(help="trace format: pollux, muri, gavel, tiresias, shockwave")],
+        paths: Annotated[list[Path], typer.Argument(help="trace file(s); several: the table averages them")],
+        policy: Annotated[list[str] | None, typer.Option(help="policy (repeatable; default: every one)")] = None,
+        interference: Annotated[
+            list[str] | None,
+            typer.Option(help="default | constant:X | gavel[:WORKER] | predicted[:WORKER] (repeatable: a sweep)"),
+        ] = None,
+        nodes: Annotated[int | None, typer.Option(help="servers (default: the trace's cluster)")] = None,
+        gpus_per_node: Annotated[int | None, typer.Option(help="GPUs per server")] = None,
+        limit: Annotated[int | None, typer.Option(help="keep only the first N jobs")] = None,
+        capacity: Annotated[int | None, typer.Option(help="jobs per GPU at most (C)")] = None,
+        slot: Annotated[float | None, typer.Option(help="slotted semantics with this Δ (default: continuous)")] = None,
+        restart_cost: Annotated[float, typer.Option(help="seconds lost per preemption")] = 0.0,
+        large_threshold: Annotated[int, typer.Option(help="jobs with more GPUs than this are large")] = 4,
+        out: Annotated[Path, typer.Option("--out", "-o", help="output folder (rerun: resumes)")] = Path(
+            "results/replay"
+        ),
+        workers: Annotated[int | None, typer.Option(help="parallel tasks (default: CPU count)")] = None,
+        ray_address: Annotated[str | None, typer.Option(help="run on Ray: address, or 'local'")] = None,
+        progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
+        figures: Annotated[bool, typer.Option(help="write the figures")] = True,
+        json_output: Annotated[bool, typer.Option("--json", help="print the tables as JSON")] = False,
+    ) -> None:
+        """Replay a public trace under chosen policies; print the papers' table (hours; all/large/small)."""
+        from benchmarks.replay import ReplayStudy, run_replay
+
+        if large_threshold < 0:
+            fail("--large-threshold must be >= 0")
+        if slot is not None and slot <= 0:
+            fail("--slot must be > 0")
+        if limit is not None and limit < 1:
+            fail("--limit must be >= 1")
+        study = ReplayStudy(
+            trace=kind,
+            paths=tuple(str(p) for p in paths),
+            policies=_policies(policy),
+            interference=tuple(interference or ["default"]),
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            limit=limit,
+            capacity=capacity,
+            slot=slot,
+            restart_cost=restart_cost,
+            large_threshold=large_threshold,
+        )
+        outcome = run_replay(study, out, workers=workers, ray_address=ray_address, progress=progress, figures=figures)
+        if json_output:
+            print_json(
+                {variant: table.reset_index().to_dict(orient="records") for variant, table in outcome.tables.items()}
+                | {"failed": outcome.run.failed}
+            )
+            return
+        _print_run(outcome.run)
+        for variant, table in outcome.tables.items():
+            rows = outcome.rows[outcome.rows["interference"] == variant].iloc[0]
+            flat = table.reset_index()
+            files_text = paths[0].name if len(paths) == 1 else f"mean of {len(paths)} traces"
+            _print_frame(
+                flat,
+                f"{files_text} on {rows['nodes']}×{rows['gpus_per_node']} GPUs, interference "
+                f"{variant} (hours; large: > {large_threshold} GPUs)",
+                digits=2,
+            )
+        if not outcome.rows.empty:
+            invalid = outcome.rows[~outcome.rows["validated"].astype(bool)]
+            for row in invalid.to_dict(orient="records"):
+                console.print(f"  [red]invalid schedule[/]: {row['policy']} ({row['interference']})", highlight=False)
+        _print_files(outcome.files)
+
+    @app.command("predictor-study")
+    @user_errors
+    def predictor_study(
+        trace: Annotated[Path | None, typer.Option(help="Gavel trace for the decision study (none: RMSE only)")] = None,
+        policy: Annotated[str, typer.Option(help="policy whose decisions are compared")] = "sjf-bsbf",
+        seeds: Annotated[int, typer.Option(help="held-out splits (seeds 0..N-1)")] = 10,
+        nodes: Annotated[int | None, typer.Option(help="servers for the decision study")] = None,
+        gpus_per_node: Annotated[int | None, typer.Option(help="GPUs per server")] = None,
+        limit: Annotated[int | None, typer.Option(help="keep only the first N jobs of the trace")] = None,
+        out: Annotated[Path, typer.Option("--out", "-o", help="output folder")] = Path("results/predictor"),
+        json_output: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    ) -> None:
+        """Interference predictor (Castor §6): held-out RMSE on Gavel's pairs and, on a Gavel trace, what
+        deciding with predicted instead of measured ξ does to a policy's JCT and sharing benefit."""
+        from benchmarks.prediction import decision_study, plot_decisions, rmse_study
+
+        if seeds < 1:
+            fail("--seeds must be >= 1")
+        out.mkdir(parents=True, exist_ok=True)
+        rows, summary = rmse_study(seeds=tuple(range(seeds)))
+        rows.to_csv(out / "rmse_rows.csv", index=False)
+        summary.to_csv(out / "rmse_summary.csv", index=False)
+        files = [out / "rmse_rows.csv", out / "rmse_summary.csv"]
+        decisions = None
+        if trace is not None:
+            decisions = decision_study(trace, policy=policy, nodes=nodes, gpus_per_node=gpus_per_node, limit=limit)
+            decisions.to_csv(out / "decisions.csv", index=False)
+            files += [out / "decisions.csv", *plot_decisions(decisions, out)]
+        if json_output:
+            print_json(
+                {
+                    "rmse": summary.to_dict(orient="records"),
+                    "decisions": None if decisions is None else decisions.to_dict(orient="records"),
+                }
+            )
+            return
+        _print_frame(summary, "held-out RMSE of predicted ξ (baseline: the training median)")
+        if decisions is not None:
+            _print_frame(
+                decisions,
+                f"{policy} deciding with each belief; truth = measured ξ",
+                [
+                    "belief",
+                    "validated",
+                    "jct_avg",
+                    "sharing_benefit",
+                    "shared_jobs",
+                    "decisions_same",
+                    "belief_rmse_on_shared",
+                ],
+            )
+        _print_files(files)
+
+    @app.command()
+    @user_errors
+    def plot(
+        schedule_path: Annotated[Path, typer.Argument(help="schedule JSON")],
+        instance: Annotated[Path, typer.Option("--instance", "-i", help="the instance JSON it schedules")],
+        output: Annotated[Path, typer.Option("--output", "-o", help="figure to write (.png, .pdf, .svg)")] = Path(
+            "schedule.png"
+        ),
+        slotted: Annotated[
+            bool | None, typer.Option("--slotted/--continuous", help="semantics (default: the schedule's)")
+        ] = None,
+    ) -> None:
+        """Per-GPU Gantt chart of a schedule (from the validator's occupancy intervals)."""
+        from benchmarks.replay import plot_schedule
+
+        path, metrics = plot_schedule(schedule_path, instance, output, slotted=slotted)
+        state = "valid" if metrics["valid"] else "[red]INVALID[/]"
+        console.print(
+            f"wrote {path} ({state}; average JCT {metrics['jct_avg']:,.1f} s, makespan {metrics['makespan']:,.1f} s)",
+            highlight=False,
+        )

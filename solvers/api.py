@@ -1,0 +1,810 @@
+"""``solve``: the one entry point of the exact oracle.
+
+Flow (all in the calling process unless noted):
+
+1. Check the arguments, the solver's packages (:class:`SolverUnavailableError` names what to
+   install) and that every job can run at all (:class:`InfeasibleInstanceError` names the job).
+2. Discretize (:func:`formulation.discretize.discretize`), run the greedy warm start
+   (:func:`solvers.warmstart.warm_start`) and derive the windows from it.
+3. Run the backend in a **worker subprocess** (``spawn``: OR-Tools and highspy cannot share a
+   process, and a fresh process has neither loaded). The worker streams every improving incumbent and
+   bound through a pipe.
+4. Enforce the time limit from outside (HiGHS can overrun its own): the worker gets the remaining
+   time minus a margin; at ``time_limit`` plus a small grace (at most 5 % of the limit, at most 3 s)
+   the parent kills it and keeps the best incumbent and bound it received.
+5. Return a :class:`~solvers.result.Result` — always, with the best schedule known (at worst the
+   warm start): objective recomputed with the float slotted semantics, the proven bound (the model's,
+   never below the trivial bound, never above the objective), the gap, and wall times.
+
+The ``time_limit`` covers steps 2-4 (export of the model, when asked, runs before and is not counted).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.connection import wait as mp_wait
+from pathlib import Path
+from typing import Any, cast
+
+from formulation import io
+from formulation.discretize import (
+    ObjectiveKind,
+    SlotAssignment,
+    SlotSolution,
+    SlottedProblem,
+    check_solution,
+    completion_sum_lower_bound,
+    discretize,
+    evaluate,
+    to_schedule,
+)
+from formulation.errors import DuettoInputError, InfeasibleInstanceError
+from formulation.instance import Instance
+from formulation.interference import TableInterference
+from solvers.backend_protocol import BackendOutcome, SolverUnavailableError
+from solvers.backends import BackendSpec, check_available, resolve
+from solvers.result import Result, SolveStatus
+from solvers.warmstart import warm_start as greedy_warm_start
+
+OBJECTIVES = ("jct", "makespan")
+_BOUND_TOL = 1e-6
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """What the parent knows while the worker runs (seconds of objective, not slots)."""
+
+    elapsed: float
+    phase: str  # "building", "solving", "done"
+    objective: float  # best schedule's objective (float semantics), nan if none
+    bound: float  # best proven bound, nan if none
+    incumbents: int
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+# --- argument checks --------------------------------------------------------------------------------
+
+
+def check_instance_fits(instance: Instance) -> None:
+    """Reject, before any solving, an instance with a job no schedule can serve, naming the job."""
+    if not instance.jobs:
+        raise DuettoInputError("the instance has no jobs", field="jobs")
+    cluster = instance.cluster
+    for job in instance.jobs:
+        where = f"job '{job.id}'"
+        if job.num_gpus > cluster.num_gpus:
+            raise InfeasibleInstanceError(
+                f"demands {job.num_gpus} GPUs but the cluster has {cluster.num_gpus}", source=where, field="num_gpus"
+            )
+        if not instance.modes(job.id):
+            raise InfeasibleInstanceError(
+                f"no sub-batch of batch size {job.batch_size} fits in {cluster.gpu_memory_gib} GiB of GPU memory",
+                source=where,
+                field="batch_size",
+            )
+        if not instance.isolated_duration(job) > 0 or not math.isfinite(instance.isolated_duration(job)):
+            raise InfeasibleInstanceError("has no finite positive duration", source=where, field="iterations")
+
+
+def _check_arguments(time_limit: float, slot: float | None, objective: str) -> None:
+    if isinstance(time_limit, bool) or not isinstance(time_limit, int | float) or not math.isfinite(time_limit):
+        raise DuettoInputError(f"must be a finite number of seconds, got {time_limit!r}", field="time_limit")
+    if time_limit <= 0:
+        raise DuettoInputError(f"must be > 0 seconds, got {time_limit!r}", field="time_limit")
+    if slot is not None and (
+        isinstance(slot, bool) or not isinstance(slot, int | float) or not math.isfinite(slot) or slot <= 0
+    ):
+        raise DuettoInputError(f"must be a positive number of seconds, got {slot!r}", field="slot")
+    if objective not in OBJECTIVES:
+        raise DuettoInputError(f"must be 'jct' or 'makespan', got {objective!r}", field="objective")
+
+
+# --- transport to the worker ------------------------------------------------------------------------
+
+
+def _portable_instance(instance: Instance) -> dict[str, Any]:
+    """JSON-able instance with the interference model as a table over the profiles in use (same ratios,
+    whatever model produced them), so any instance can travel to the worker."""
+    try:
+        return io.instance_to_dict(instance)
+    except DuettoInputError:
+        pass
+    names = sorted({job.profile for job in instance.jobs})
+    pairs = {
+        (a, b): instance.interference.ratio(instance.profiles[a], instance.profiles[b]) for a in names for b in names
+    }
+    return io.instance_to_dict(instance.replace(interference=TableInterference(pairs, None)))
+
+
+def _pack(solution: SlotSolution) -> dict[str, tuple[int, tuple[int, ...], int, int | None]]:
+    return {job_id: (a.start, a.gpus, a.mode, a.end) for job_id, a in solution.items()}
+
+
+def _unpack(data: Mapping[str, tuple[int, tuple[int, ...], int, int | None]]) -> SlotSolution:
+    return {job_id: SlotAssignment(int(s), tuple(g), int(m), e) for job_id, (s, g, m, e) in data.items()}
+
+
+class _PipeReporter:
+    """Backend-side :class:`~solvers.backend_protocol.Reporter` writing to the parent's pipe."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def _send(self, message: tuple[Any, ...]) -> None:
+        with contextlib.suppress(BrokenPipeError, OSError):  # the parent gave up: keep solving quietly
+            self.conn.send(message)
+
+    def built(self, seconds: float, stats: dict[str, Any]) -> None:
+        self._send(("built", float(seconds), dict(stats)))
+
+    def incumbent(self, solution: SlotSolution, objective: float, bound: float = math.nan) -> None:
+        self._send(("incumbent", _pack(solution), float(objective), float(bound)))
+
+    def bound(self, bound: float) -> None:
+        self._send(("bound", float(bound)))
+
+
+def _worker(conn: Connection, payload: dict[str, Any]) -> None:
+    """Solve one payload in the worker process: rebuild the problem, run the backend, report. Always
+    ends with one final message ("done", "exported", "unavailable", "input_error" or "error")."""
+    try:
+        import importlib
+
+        instance = io.instance_from_dict(payload["instance"], source="solver payload")
+        ub = _unpack(payload["warm_start"])
+        problem = discretize(
+            instance,
+            payload["slot"],
+            payload["horizon_slots"],
+            upper_bound_schedule=ub,
+            objective=payload["objective"],
+            units_per_slot=payload["units_per_slot"],
+        )
+        module = importlib.import_module(payload["module"])
+        if payload.get("export_path"):
+            export = getattr(module, "export_model", None)
+            if export is None:
+                raise SolverUnavailableError(f"{payload['module']} cannot export models")
+            export(problem, payload["export_path"], payload["objective"])
+            conn.send(("exported", payload["export_path"]))
+            return
+        function = getattr(module, payload["function"])
+        budget = payload["deadline"] - time.time()
+        outcome: BackendOutcome = function(
+            problem,
+            payload["solver_name"],
+            max(0.05, budget),
+            payload["objective"],
+            ub if payload["use_warm_start"] else None,
+            _PipeReporter(conn),
+            **payload["options"],
+        )
+        conn.send(
+            (
+                "done",
+                outcome.status.value,
+                _pack(outcome.solution) if outcome.solution is not None else None,
+                float(outcome.objective),
+                float(outcome.bound),
+                float(outcome.build_seconds),
+                float(outcome.solve_seconds),
+                outcome.message,
+                dict(outcome.stats),
+            )
+        )
+    except SolverUnavailableError as error:
+        conn.send(("unavailable", str(error)))
+    except DuettoInputError as error:
+        conn.send(("input_error", str(error)))
+    except BaseException as error:  # anything else: report, the parent turns it into status "error"
+        conn.send(("error", f"{type(error).__name__}: {error}", traceback.format_exc()))
+
+
+# --- the parent side --------------------------------------------------------------------------------
+
+
+@dataclass
+class _Tracker:
+    problem: SlottedProblem
+    best: SlotSolution
+    best_model_value: float
+    bound: float  # slot units
+    incumbents: int = 0
+    built: tuple[float, dict[str, Any]] | None = None
+    done: tuple[Any, ...] | None = None
+    failure: tuple[str, str] | None = None  # (kind, message)
+    solve_started: float | None = None
+
+    rejected: int = 0
+    final_rejected: bool = False
+
+    def offer(self, solution: SlotSolution, value: float) -> bool:
+        """Keep ``solution`` if it is valid under both completion rules (a rounding near miss can make a
+        model solution hold a GPU one slot longer in the float semantics) and improves on the best, by
+        its exactly re-evaluated objective (a restricted model's own value may be pessimistic).
+        Returns False if it was invalid."""
+        if check_solution(self.problem, solution, check_windows=False) or check_solution(
+            self.problem, solution, check_windows=False, semantics="float"
+        ):
+            self.rejected += 1
+            return False
+        exact = float(self.problem.objective_slots(evaluate(self.problem, solution, exact=True)))
+        if exact < self.best_model_value - 1e-9:
+            self.best, self.best_model_value = solution, exact
+            self.incumbents += 1
+        return True
+
+    def offer_bound(self, bound: float) -> None:
+        if math.isfinite(bound) and bound > self.bound:
+            self.bound = bound
+
+
+def _handle(tracker: _Tracker, message: tuple[Any, ...]) -> None:
+    kind = message[0]
+    if kind == "built":
+        tracker.built = (message[1], message[2])
+        tracker.solve_started = time.perf_counter()
+    elif kind == "incumbent":
+        tracker.offer(_unpack(message[1]), message[2])
+        tracker.offer_bound(message[3])
+    elif kind == "bound":
+        tracker.offer_bound(message[1])
+    elif kind == "done":
+        tracker.done = message
+        if message[2] is not None:
+            tracker.final_rejected = not tracker.offer(_unpack(message[2]), message[3])
+        tracker.offer_bound(message[4])
+    elif kind in ("unavailable", "input_error", "error"):
+        tracker.failure = (kind, message[1] if len(message) < 3 else f"{message[1]}\n{message[2]}")
+    elif kind == "exported":
+        tracker.done = message
+
+
+class _WorkerProcess:
+    """A worker subprocess (``python -m solvers.worker``) that solves payloads one after the other."""
+
+    def __init__(self) -> None:
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        env = dict(os.environ)
+        root = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "solvers.worker", str(to_child_r), str(from_child_w)],
+                pass_fds=(to_child_r, from_child_w),
+                stdin=subprocess.DEVNULL,
+                stdout=sys.stderr.fileno() if _has_fileno(sys.stderr) else subprocess.DEVNULL,
+                env=env,
+                cwd=root,
+            )
+        except BaseException:
+            for fd in (to_child_r, to_child_w, from_child_r, from_child_w):
+                os.close(fd)
+            raise
+        os.close(to_child_r)
+        os.close(from_child_w)
+        self.sender = Connection(to_child_w, readable=False)
+        self.receiver = Connection(from_child_r, writable=False)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def run(
+        self,
+        payload: dict[str, Any],
+        tracker: _Tracker,
+        hard_deadline: float,
+        on_progress: Callable[[], None] | None,
+    ) -> bool:
+        """Send one payload and follow it until its final message or ``hard_deadline`` (``time.time()``).
+        Returns True when the deadline passed (the caller must then :meth:`kill` this worker)."""
+        try:
+            self.sender.send(payload)
+        except (BrokenPipeError, OSError):
+            tracker.failure = ("error", "the solver process is not running")
+            return False
+        while True:
+            now = time.time()
+            if now >= hard_deadline:
+                return True
+            try:
+                ready = self.receiver.poll(min(0.2, max(0.0, hard_deadline - now)))
+                message = self.receiver.recv() if ready else None
+            except (EOFError, OSError):
+                break  # the worker died and closed its end
+            if message is not None:
+                _handle(tracker, message)
+                if tracker.done is not None or tracker.failure is not None:
+                    return False
+            elif not self.alive():
+                break
+            if on_progress is not None:
+                on_progress()
+        self.process.wait()
+        tracker.failure = ("error", f"the solver process exited unexpectedly (exit code {self.process.returncode})")
+        return False
+
+    def kill(self) -> None:
+        if self.alive():
+            self.process.kill()
+        self.close()
+
+    def close(self) -> None:
+        """Ask the worker to stop (it exits after its current payload) and reap it."""
+        try:
+            if self.alive():
+                self.sender.send(None)
+        except (BrokenPipeError, OSError):
+            pass
+        for conn in (self.sender, self.receiver):
+            with contextlib.suppress(OSError):
+                conn.close()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def _run_worker(
+    payload: dict[str, Any],
+    tracker: _Tracker,
+    hard_deadline: float,
+    on_progress: Callable[[], None] | None,
+) -> bool:
+    """One payload in a fresh worker; True if it was killed at ``hard_deadline``."""
+    worker = _WorkerProcess()
+    try:
+        killed = worker.run(payload, tracker, hard_deadline, on_progress)
+    finally:
+        worker.kill()
+    return killed
+
+
+def _has_fileno(stream: Any) -> bool:
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    return True
+
+
+def solve(
+    instance: Instance,
+    solver: str = "cpsat",
+    time_limit: float = 60.0,
+    slot: float | None = None,
+    objective: str = "jct",
+    *,
+    warm_start: bool = True,
+    export_model: str | Path | None = None,
+    horizon_slots: int | None = None,
+    units_per_slot: int | None = None,
+    options: Mapping[str, Any] | None = None,
+    progress: ProgressCallback | None = None,
+) -> Result:
+    """Solve the time-slotted problem of ``instance`` exactly (or as far as ``time_limit`` allows).
+
+    Parameters
+    ----------
+    instance
+        The instance.
+    solver
+        ``"cpsat"``, ``"highs"`` or ``"pyomo:NAME"`` (any solver Pyomo knows).
+    time_limit
+        Wall seconds for discretizing, the warm start and the solve together; enforced from outside
+        the solver (the result comes back within about 5 % of it).
+    slot
+        ``Δ`` in seconds; ``None`` chooses it (:func:`formulation.discretize.choose_slot`).
+    objective
+        ``"jct"`` (total = average JCT) or ``"makespan"``.
+    warm_start
+        Hint the solver with the greedy schedule (the windows always come from it).
+    export_model
+        Write the Pyomo model of the same problem to this ``.mps`` / ``.lp`` file before solving.
+    horizon_slots
+        Optional cap on the horizon (may make the model infeasible; the default never does).
+    units_per_slot
+        Progress units per slot (default :data:`formulation.discretize.DEFAULT_UNITS_PER_SLOT`).
+    options
+        Backend options, e.g. ``{"num_workers": 2}`` for CP-SAT.
+    progress
+        Called about five times a second with a :class:`Progress` while the solver runs.
+
+    Returns
+    -------
+    Result
+        Status, objective and proven bound (seconds), gap, build and solve wall times, schedule.
+
+    Raises
+    ------
+    DuettoInputError
+        Bad arguments; :class:`InfeasibleInstanceError` for a job that cannot run at all;
+        :class:`SolverUnavailableError` when the solver's package is missing.
+    """
+    _check_arguments(time_limit, slot, objective)
+    spec: BackendSpec = resolve(solver)
+    check_available(spec)
+    check_instance_fits(instance)
+    settings = _Settings(spec, float(time_limit), objective, warm_start, horizon_slots, units_per_slot, options)
+    if export_model is not None:
+        _export(instance, _portable_instance(instance), slot, horizon_slots, objective, settings.kwargs, export_model)
+    worker: _WorkerProcess | None = None
+
+    def runner(payload: dict[str, Any], tracker: _Tracker, hard: float, on_progress: Callable[[], None]) -> bool:
+        nonlocal worker
+        if spec.name == "portfolio":
+            return _run_portfolio(payload, tracker, hard, on_progress)
+        worker = _WorkerProcess()
+        return worker.run(payload, tracker, hard, on_progress)
+
+    try:
+        return _solve_one(instance, slot, settings, runner, progress)
+    finally:
+        if worker is not None:
+            worker.kill()
+
+
+def _run_portfolio(
+    payload: dict[str, Any], tracker: _Tracker, hard_deadline: float, on_progress: Callable[[], None] | None
+) -> bool:
+    """CP-SAT (one worker) and HiGHS (one thread) on the same problem at once, into one tracker: every
+    incumbent of either is offered, the bound is the larger of the two (both models are exact). Stops
+    when one proves optimality or both finish; True if the deadline stopped it."""
+    options = dict(payload["options"])
+    threads = max(1, int(options.get("threads", 2)) // 2)
+    payloads = {
+        "cpsat": dict(payload, options={**options, "num_workers": threads, "threads": threads}),
+        "highs": dict(
+            payload,
+            module="solvers.highs",
+            function="solve_pyomo",
+            solver_name="highs",
+            options={**options, "threads": threads},
+        ),
+    }
+    workers = {name: _WorkerProcess() for name in payloads}
+    for name, worker in workers.items():
+        with contextlib.suppress(BrokenPipeError, OSError):
+            worker.sender.send(payloads[name])
+    finished: dict[str, tuple[Any, ...]] = {}
+    failures: dict[str, str] = {}
+    killed = False
+    try:
+        receivers = {worker.receiver: name for name, worker in workers.items()}
+        while len(finished) + len(failures) < len(workers):
+            now = time.time()
+            if now >= hard_deadline:
+                killed = True
+                break
+            pending = [r for r, name in receivers.items() if name not in finished and name not in failures]
+            for ready in mp_wait(pending, timeout=min(0.2, max(0.0, hard_deadline - now))):
+                receiver = cast(Connection, ready)
+                name = receivers[receiver]
+                try:
+                    message: tuple[Any, ...] = receiver.recv()
+                except (EOFError, OSError):
+                    failures[name] = "the solver process exited unexpectedly"
+                    continue
+                kind = message[0]
+                if kind == "done":
+                    finished[name] = message
+                    if message[2] is not None:
+                        tracker.offer(_unpack(message[2]), message[3])
+                    tracker.offer_bound(message[4])
+                elif kind in ("unavailable", "input_error", "error"):
+                    failures[name] = message[1]
+                else:
+                    _handle(tracker, message)
+            if any(done[1] == SolveStatus.OPTIMAL.value for done in finished.values()):
+                break
+            if on_progress is not None:
+                on_progress()
+    finally:
+        for worker in workers.values():
+            worker.kill()
+    if not finished and failures and not killed:
+        tracker.failure = ("error", "; ".join(f"{name}: {text}" for name, text in failures.items()))
+        return False
+    if finished:
+        statuses = {name: done[1] for name, done in finished.items()}
+        status = (
+            SolveStatus.OPTIMAL.value
+            if SolveStatus.OPTIMAL.value in statuses.values()
+            else (SolveStatus.TIME_LIMIT.value if killed or tracker.best is not None else SolveStatus.UNKNOWN.value)
+        )
+        summary = "; ".join(
+            [f"{name}: {done[7]}" for name, done in finished.items()] + [f"{n}: {t}" for n, t in failures.items()]
+        )
+        tracker.done = (
+            "done",
+            status,
+            None,
+            math.nan,
+            math.nan,
+            max(done[5] for done in finished.values()),
+            max(done[6] for done in finished.values()),
+            summary,
+            {name: done[8] for name, done in finished.items()},
+        )
+    return killed
+
+
+def solve_many(
+    instances: list[Instance],
+    solver: str = "cpsat",
+    time_limit: float = 60.0,
+    slot: float | list[float | None] | None = None,
+    objective: str = "jct",
+    *,
+    warm_start: bool = True,
+    horizon_slots: int | None = None,
+    units_per_slot: int | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> list[Result]:
+    """:func:`solve` for many instances, one after the other, in one reused worker process (its start
+    and imports cost seconds). Each instance gets ``time_limit``, enforced as in :func:`solve`: a
+    worker that overruns is killed and a fresh one serves the next instance.
+
+    Parameters
+    ----------
+    slot
+        One slot length for all, ``None`` (chosen per instance), or one entry per instance.
+    """
+    _check_arguments(time_limit, None, objective)
+    slots = list(slot) if isinstance(slot, list) else [slot] * len(instances)
+    if len(slots) != len(instances):
+        raise DuettoInputError(f"needs one slot per instance ({len(instances)}), got {len(slots)}", field="slot")
+    for value in slots:
+        _check_arguments(time_limit, value, objective)
+    spec = resolve(solver)
+    check_available(spec)
+    for instance in instances:
+        check_instance_fits(instance)
+    settings = _Settings(spec, float(time_limit), objective, warm_start, horizon_slots, units_per_slot, options)
+    worker: _WorkerProcess | None = None
+
+    def runner(payload: dict[str, Any], tracker: _Tracker, hard: float, on_progress: Callable[[], None]) -> bool:
+        nonlocal worker
+        if worker is None or not worker.alive():
+            worker = _WorkerProcess()
+        killed = worker.run(payload, tracker, hard, on_progress)
+        if killed or tracker.failure is not None:
+            worker.kill()  # never reuse a worker that overran or failed
+            worker = None
+        return killed
+
+    results = []
+    try:
+        for instance, value in zip(instances, slots, strict=True):
+            results.append(_solve_one(instance, value, settings, runner, None))
+    finally:
+        if worker is not None:
+            worker.close()
+    return results
+
+
+@dataclass
+class _Settings:
+    spec: BackendSpec
+    time_limit: float
+    objective: str
+    warm_start: bool
+    horizon_slots: int | None
+    units_per_slot: int | None
+    options: Mapping[str, Any] | None
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        return {} if self.units_per_slot is None else {"units_per_slot": int(self.units_per_slot)}
+
+
+_Runner = Callable[[dict[str, Any], "_Tracker", float, Callable[[], None]], bool]
+
+
+def _solve_one(
+    instance: Instance,
+    slot: float | None,
+    settings: _Settings,
+    runner: _Runner,
+    progress: ProgressCallback | None,
+) -> Result:
+    began = time.time()
+    began_perf = time.perf_counter()
+    time_limit = settings.time_limit
+    deadline = began + time_limit
+    grace = min(0.05 * time_limit, 3.0)
+    margin = min(0.03 * time_limit, 1.0)  # for the worker's final message
+    objective = settings.objective
+
+    base = discretize(
+        instance,
+        slot,
+        settings.horizon_slots,
+        objective=cast(ObjectiveKind, objective),
+        **settings.kwargs,
+    )
+    initial = greedy_warm_start(base)
+    problem = base.with_upper_bound(initial)
+    parent_build = time.perf_counter() - began_perf
+    tracker = _Tracker(problem, initial, float(problem.upper_bound_value or math.inf), float(_static_bound(problem)))
+
+    def report_progress(phase: str) -> None:
+        if progress is None:
+            return
+        objective_s, bound_s = _seconds(problem, tracker)
+        progress(Progress(time.time() - began, phase, objective_s, bound_s, tracker.incumbents))
+
+    report_progress("building")
+    spec = settings.spec
+    payload = {
+        "instance": _portable_instance(instance),
+        "slot": problem.slot,
+        "horizon_slots": settings.horizon_slots,
+        "objective": objective,
+        "units_per_slot": problem.units_per_slot,
+        "warm_start": _pack(initial),
+        "use_warm_start": bool(settings.warm_start),
+        "module": spec.module,
+        "function": spec.function,
+        "solver_name": spec.solver_name,
+        "deadline": deadline - margin,
+        "options": dict(settings.options or {}),
+    }
+    if time.time() < deadline - margin:
+        killed = runner(payload, tracker, deadline + grace, lambda: report_progress("solving"))
+    else:
+        killed = True  # building alone used the time: return the warm start
+    wall = time.perf_counter() - began_perf
+    report_progress("done")
+    if tracker.failure is not None and tracker.failure[0] == "unavailable":
+        raise SolverUnavailableError(tracker.failure[1])
+    if tracker.failure is not None and tracker.failure[0] == "input_error":
+        raise DuettoInputError(tracker.failure[1])
+    return _result(spec, problem, tracker, killed, parent_build, wall, objective)
+
+
+def _export(
+    instance: Instance,
+    portable: dict[str, Any],
+    slot: float | None,
+    horizon_slots: int | None,
+    objective: str,
+    kwargs: dict[str, Any],
+    path: str | Path,
+) -> None:
+    suffix = Path(path).suffix.lower()
+    if suffix not in (".mps", ".lp"):
+        raise DuettoInputError(f"must end in .mps or .lp, got '{path}'", field="export_model")
+    spec = resolve("pyomo:export")
+    check_available(spec)
+    base = discretize(instance, slot, horizon_slots, objective=objective, **kwargs)  # type: ignore[arg-type]
+    initial = greedy_warm_start(base)
+    payload = {
+        "instance": portable,
+        "slot": base.slot,
+        "horizon_slots": horizon_slots,
+        "objective": objective,
+        "units_per_slot": base.units_per_slot,
+        "warm_start": _pack(initial),
+        "module": spec.module,
+        "export_path": str(Path(path).resolve()),
+    }
+    tracker = _Tracker(base, initial, math.inf, -math.inf)
+    _run_worker(payload, tracker, time.time() + 600, None)
+    if tracker.failure is not None:
+        kind, message = tracker.failure
+        if kind == "unavailable":
+            raise SolverUnavailableError(message)
+        raise DuettoInputError(f"cannot export the model: {message.splitlines()[0]}", source=str(path))
+
+
+def _static_bound(problem: SlottedProblem) -> int:
+    """A valid bound before any solving: every job alone from its release, and for total JCT the
+    order-statistics area bound (``completion_sum_lower_bound``)."""
+    if problem.objective == "jct":
+        return max(problem.trivial_lower_bound(), completion_sum_lower_bound(problem))
+    return problem.trivial_lower_bound()
+
+
+def _bound_slots(problem: SlottedProblem, tracker: _Tracker) -> float:
+    # the objective is an integer in slot units: round a fractional bound up
+    return float(math.ceil(tracker.bound - _BOUND_TOL))
+
+
+def _seconds(problem: SlottedProblem, tracker: _Tracker) -> tuple[float, float]:
+    ends = evaluate(problem, tracker.best)
+    value = problem.objective_seconds(problem.objective_slots(ends))
+    bound = problem.objective_seconds(_bound_slots(problem, tracker))
+    return value, min(bound, value)
+
+
+def _result(
+    spec: BackendSpec,
+    problem: SlottedProblem,
+    tracker: _Tracker,
+    killed: bool,
+    parent_build: float,
+    wall: float,
+    objective: str,
+) -> Result:
+    objective_s, bound_s = _seconds(problem, tracker)
+    status = SolveStatus.TIME_LIMIT
+    message = ""
+    worker_build = 0.0
+    solve_seconds = 0.0
+    stats: dict[str, Any] = {"problem": problem.summary()}
+    if tracker.built is not None:
+        worker_build = tracker.built[0]
+        stats["model"] = tracker.built[1]
+    if tracker.done is not None:
+        _, status_value, _, _, _, build_s, solve_s, backend_message, backend_stats = tracker.done
+        status = SolveStatus(status_value)
+        worker_build, solve_seconds, message = build_s, solve_s, backend_message
+        stats["backend"] = backend_stats
+        if status is SolveStatus.INFEASIBLE:
+            status = SolveStatus.ERROR
+            message = "the model reported infeasible although the warm start is feasible: " + backend_message
+        elif status is SolveStatus.UNKNOWN:
+            status = SolveStatus.TIME_LIMIT
+    elif killed:
+        message = "time limit reached; the solver process was stopped"
+        if tracker.solve_started is not None:
+            solve_seconds = time.perf_counter() - tracker.solve_started
+    elif tracker.failure is not None:
+        status = SolveStatus.ERROR
+        message = tracker.failure[1]
+    if status is SolveStatus.OPTIMAL and tracker.final_rejected:
+        # the model's optimum was rejected (float near miss, see formulation.discretize): not proven
+        status = SolveStatus.FEASIBLE
+        message = "the model's optimum is invalid under the float semantics (rounding near miss); best valid kept"
+    if status is SolveStatus.OPTIMAL:
+        bound_s = objective_s
+    elif objective_s - bound_s <= 1e-9 * max(1.0, abs(objective_s)) and status is not SolveStatus.ERROR:
+        status = SolveStatus.OPTIMAL  # the bound meets the schedule: proven, even if the solver stopped
+    stats.update(
+        {
+            "warm_start_objective": problem.objective_seconds(problem.upper_bound_value or 0),
+            "incumbents": tracker.incumbents,
+            "rejected_incumbents": tracker.rejected,
+            "killed": killed,
+            "wall_seconds": round(wall, 4),
+            "bound_slots": _bound_slots(problem, tracker),
+            "objective_slots": problem.objective_slots(evaluate(problem, tracker.best, exact=True)),
+        }
+    )
+    schedule = to_schedule(
+        problem,
+        tracker.best,
+        producer=spec.name,
+        metadata={
+            "objective_kind": objective,
+            "objective": objective_s,
+            "bound": bound_s,
+            "status": status.value,
+        },
+    )
+    return Result(
+        status=status,
+        objective=objective_s,
+        bound=bound_s,
+        schedule=schedule,
+        solver=spec.name,
+        objective_kind=objective,
+        build_seconds=parent_build + worker_build,
+        solve_seconds=solve_seconds,
+        message=message,
+        stats=stats,
+    )

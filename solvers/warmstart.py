@@ -1,0 +1,245 @@
+"""A fast slotted greedy: the warm start and the upper bound of the exact models.
+
+:func:`warm_start` simulates the slotted progress rule (integer units, exactly as the models count)
+slot by slot. In each slot it considers the released, waiting jobs shortest-first (SJF) and starts a
+job
+
+* alone, on idle GPUs, in its fastest mode (best-fit node for gangs that fit in one node), or
+* next to running jobs, when a pairwise estimate in the spirit of Castor's Theorem 1 says that sharing
+  now beats waiting for idle GPUs: the new job's completion plus the delay it causes its partners is
+  compared with its completion after waiting (Algorithm 2's mode choice is tried for every mode).
+
+Both a sharing and a non-sharing variant are run (and the serial schedule) and the best one (by :func:`evaluate`, exact
+integer rule) is returned, each job in the fastest mode its actual partners allow
+(:func:`prefer_faster_modes`), with GPU labels canonicalised (:func:`canonicalize`) so that a model with
+symmetry breaking accepts it. Interface: ``warm_start(problem) -> SlotSolution``; any policy that
+returns a valid slot-level solution can replace it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from formulation.discretize import (
+    SlotAssignment,
+    SlotJob,
+    SlotMode,
+    SlotSolution,
+    SlottedProblem,
+    canonicalize,
+    check_solution,
+    evaluate,
+    prefer_faster_modes,
+    serial_solution,
+)
+
+
+@dataclass
+class _Running:
+    index: int
+    gpus: tuple[int, ...]
+    mode: int
+    remaining: float  # units
+
+
+def warm_start(problem: SlottedProblem, *, allow_sharing: bool | None = None) -> SlotSolution:
+    """Best of the greedy variants (with and without sharing), canonicalised.
+
+    Parameters
+    ----------
+    problem
+        The slotted problem.
+    allow_sharing
+        ``None`` (default): run both variants and keep the better; ``True`` / ``False``: only that one.
+    """
+    variants = [True, False] if allow_sharing is None else [allow_sharing]
+    best: SlotSolution | None = None
+    best_value = 0
+    # the serial schedule is a candidate too, so the warm start is never worse than the default bound
+    candidates = [_greedy(problem, share) for share in variants] + [serial_solution(problem)]
+    for solution in candidates:
+        if check_solution(problem, solution, check_windows=False):
+            continue  # a greedy bug must never leak an invalid warm start; the other variant remains
+        value = problem.objective_slots(evaluate(problem, solution, exact=True))
+        if best is None or value < best_value:
+            best, best_value = solution, value
+    if best is None:  # pragma: no cover - the serial schedule is always valid
+        raise RuntimeError("no valid warm start")
+    best = prefer_faster_modes(problem, best)
+    ends = evaluate(problem, best, exact=True)
+    return canonicalize(
+        problem, {job_id: SlotAssignment(a.start, a.gpus, a.mode, ends[job_id]) for job_id, a in best.items()}
+    )
+
+
+def _greedy(problem: SlottedProblem, share: bool) -> SlotSolution:
+    units = problem.units_per_slot
+    capacity = problem.capacity
+    occupants: list[list[int]] = [[] for _ in range(problem.num_gpus)]  # job indices per GPU
+    running: dict[int, _Running] = {}
+    solution: SlotSolution = {}
+    pending = sorted(range(problem.num_jobs), key=lambda i: (problem.jobs[i].release, i))
+    waiting: list[int] = []
+    t = 0
+    while pending or waiting or running:
+        while pending and problem.jobs[pending[0]].release <= t:
+            waiting.append(pending.pop(0))
+        waiting.sort(key=lambda i: (problem.jobs[i].min_slots, i))
+        for i in list(waiting):
+            choice = _place(problem, i, occupants, running, share, capacity)
+            if choice is None:
+                continue
+            gpus, mode = choice
+            waiting.remove(i)
+            for g in gpus:
+                occupants[g].append(i)
+            running[i] = _Running(i, gpus, mode, float(problem.jobs[i].modes[mode].work))
+            solution[problem.jobs[i].id] = SlotAssignment(t, gpus, mode)
+        # progress during slot t
+        finished = []
+        for i, run in running.items():
+            partners = {k for g in run.gpus for k in occupants[g] if k != i}
+            rate = min([units] + [problem.speed[i][k] or 1 for k in partners])
+            run.remaining -= rate
+            if run.remaining <= 0:
+                finished.append(i)
+        for i in finished:
+            for g in running[i].gpus:
+                occupants[g].remove(i)
+            del running[i]
+        t += 1
+        if not running and not waiting and pending:
+            t = max(t, problem.jobs[pending[0]].release)
+    return solution
+
+
+def _idle_gpus(problem: SlottedProblem, occupants: list[list[int]]) -> list[int]:
+    return [g for g in range(problem.num_gpus) if not occupants[g]]
+
+
+def _pick_gpus(problem: SlottedProblem, candidates: list[int], count: int, placement: str) -> tuple[int, ...] | None:
+    """Choose ``count`` GPUs from ``candidates`` (in preference order) meeting ``placement``."""
+    if len(candidates) < count:
+        return None
+    by_node: dict[int, list[int]] = {}
+    for g in candidates:
+        by_node.setdefault(problem.node_of(g), []).append(g)
+    if placement == "one_node" or (placement == "any" and count <= problem.gpus_per_node):
+        # best fit: the node with the fewest candidates that still holds the whole gang
+        fitting = [(len(gs), node) for node, gs in by_node.items() if len(gs) >= count]
+        if fitting:
+            _, node = min(fitting)
+            return tuple(sorted(by_node[node][:count]))
+        if placement == "one_node":
+            return None
+    if placement == "multi_node":
+        if len(by_node) < 2:
+            return None
+        # take from the emptiest nodes first, but make sure at least two nodes are used
+        nodes = sorted(by_node, key=lambda n: -len(by_node[n]))
+        first = by_node[nodes[0]][: max(1, min(len(by_node[nodes[0]]), count - 1))]
+        rest = [g for n in nodes[1:] for g in by_node[n]]
+        chosen = first + rest[: count - len(first)]
+        return tuple(sorted(chosen)) if len(chosen) == count else None
+    nodes = sorted(by_node, key=lambda n: -len(by_node[n]))
+    chosen = [g for n in nodes for g in by_node[n]][:count]
+    return tuple(sorted(chosen))
+
+
+def _alone_placement(problem: SlottedProblem, i: int, occupants: list[list[int]]) -> tuple[tuple[int, ...], int] | None:
+    job = problem.jobs[i]
+    idle = _idle_gpus(problem, occupants)
+    for m, mode in enumerate(job.modes):  # fastest first
+        gpus = _pick_gpus(problem, idle, job.num_gpus, mode.placement)
+        if gpus is not None:
+            return gpus, m
+    return None
+
+
+def _free_time(
+    problem: SlottedProblem, job: SlotJob, occupants: list[list[int]], running: dict[int, _Running]
+) -> float:
+    """Slots until ``job.num_gpus`` GPUs are idle if the running jobs continued alone."""
+    units = problem.units_per_slot
+    ready = sorted(
+        max((running[k].remaining / units for k in occupants[g]), default=0.0) for g in range(problem.num_gpus)
+    )
+    return ready[job.num_gpus - 1]
+
+
+def _place(
+    problem: SlottedProblem,
+    i: int,
+    occupants: list[list[int]],
+    running: dict[int, _Running],
+    share: bool,
+    capacity: int,
+) -> tuple[tuple[int, ...], int] | None:
+    alone = _alone_placement(problem, i, occupants)
+    if alone is not None or not share:
+        return alone
+    job = problem.jobs[i]
+    units = problem.units_per_slot
+    fastest = job.modes[0]
+    wait_cost = _free_time(problem, job, occupants, running) + fastest.work / units
+    best: tuple[float, tuple[int, ...], int] | None = None
+    for m, mode in enumerate(job.modes):
+        candidates = _shareable_gpus(problem, i, m, mode, occupants, running, capacity)
+        gpus = _pick_gpus(problem, candidates, job.num_gpus, mode.placement)
+        if gpus is None:
+            continue
+        cost = _share_cost(problem, i, mode, gpus, occupants, running)
+        if cost < wait_cost and (best is None or cost < best[0]):
+            best = (cost, gpus, m)
+    return None if best is None else (best[1], best[2])
+
+
+def _shareable_gpus(
+    problem: SlottedProblem,
+    i: int,
+    m: int,
+    mode: SlotMode,
+    occupants: list[list[int]],
+    running: dict[int, _Running],
+    capacity: int,
+) -> list[int]:
+    """GPUs ``i`` (in mode ``m``) may join now: idle ones first, then shared ones (shortest partner first)."""
+    limit = problem.gpu_memory_gib * (1 + 1e-9) + 1e-9
+    idle = [g for g in range(problem.num_gpus) if not occupants[g]]
+    shared = []
+    for g in range(problem.num_gpus):
+        members = occupants[g]
+        if not members or len(members) >= capacity:
+            continue
+        if not all(problem.can_share(i, k) and problem.memory_fits(i, m, k, running[k].mode) for k in members):
+            continue
+        memory = mode.memory_gib + sum(problem.jobs[k].modes[running[k].mode].memory_gib for k in members)
+        if memory > limit:
+            continue
+        shared.append((max(running[k].remaining for k in members), g))
+    return idle + [g for _, g in sorted(shared)]
+
+
+def _share_cost(
+    problem: SlottedProblem,
+    i: int,
+    mode: SlotMode,
+    gpus: tuple[int, ...],
+    occupants: list[list[int]],
+    running: dict[int, _Running],
+) -> float:
+    """Completion of ``i`` plus the delay of its partners (slots from now), pair by pair (Theorem 1)."""
+    units = problem.units_per_slot
+    partners = sorted({k for g in gpus for k in occupants[g]})
+    own_rate = min([units] + [problem.speed[i][k] or 1 for k in partners])
+    overlap = min(mode.work / own_rate, max(running[k].remaining / (problem.speed[k][i] or 1) for k in partners))
+    # i runs slowed for `overlap` slots, then alone
+    own_end = overlap + max(0.0, mode.work - own_rate * overlap) / units
+    delay = 0.0
+    for k in partners:
+        rate_k = problem.speed[k][i] or 1
+        shared = min(overlap, running[k].remaining / rate_k)
+        done_shared = rate_k * shared
+        end_k = shared + max(0.0, running[k].remaining - done_shared) / units
+        delay += end_k - running[k].remaining / units
+    return own_end + delay

@@ -1,0 +1,390 @@
+"""The slotted data layer (formulation.discretize), the warm start and the CP-SAT oracle through
+``solvers.solve``: semantics, rounding, windows, symmetry, time limits, errors.
+
+Solver runs go through worker processes; OR-Tools is never imported into the test process.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import random
+import time
+from typing import Any, Literal
+
+import pytest
+
+from formulation.cluster import Cluster
+from formulation.discretize import (
+    SlotAssignment,
+    canonicalize,
+    check_solution,
+    choose_slot,
+    completion_sum_lower_bound,
+    discretize,
+    estimate_makespan,
+    evaluate,
+    from_schedule,
+    is_canonical,
+    serial_solution,
+    to_schedule,
+)
+from formulation.errors import DuettoInputError, InfeasibleInstanceError
+from formulation.generator import generate_instance
+from formulation.instance import Instance, Job
+from formulation.interference import ConstantInterference
+from formulation.speed import Profile
+from formulation.validator import validate
+from solvers import Progress, SolverUnavailableError, SolveStatus, available_solvers, solve, solve_many
+from solvers.warmstart import warm_start
+
+U = 10**6
+
+
+def one_gpu_instance(jobs: list[Job], xi: float = 1.2, capacity: int = 2, memory: float = 16.0) -> Instance:
+    profile = Profile("p", compute_alpha=1.0, memory_base_gib=1.0)
+    return Instance(Cluster(1, 1, memory, capacity), tuple(jobs), {"p": profile}, ConstantInterference(xi))
+
+
+# --- discretize -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_choose_slot_is_nice_and_targets_the_horizon(seed: int) -> None:
+    instance = generate_instance(10 + 5 * seed, 2, 4, seed, arrivals="poisson" if seed % 2 else "zero")
+    slot = choose_slot(instance)
+    exponent = math.floor(math.log10(slot))
+    assert round(slot / 10**exponent, 9) in (1, 2, 3, 4, 5, 6, 8)
+    slots = estimate_makespan(instance) / slot
+    assert 60 <= slots <= 120  # nice numbers are at most a factor 2 apart
+    assert choose_slot(instance, 30) >= slot
+
+
+def test_release_work_and_exact_thresholds() -> None:
+    # 300 iterations of 0.1 s = 30.000000000000004 s in floating point: exactly 3 slots of 10 s
+    profile = Profile("p", compute_alpha=0.1, memory_base_gib=1.0)
+    jobs = [Job("a", 25.0, 1, 300, 1, "p"), Job("b", 30.0, 1, 301, 1, "p")]
+    instance = Instance(Cluster(1, 2, 16.0), tuple(jobs), {"p": profile}, ConstantInterference(1.2))
+    problem = discretize(instance, 10.0)
+    a, b = problem.jobs[problem.index["a"]], problem.jobs[problem.index["b"]]
+    assert (a.release, b.release) == (3, 3)
+    assert a.modes[0].work == 3 * U and a.min_slots == 3
+    assert b.modes[0].work == 3_010_000 and b.min_slots == 4
+    # speeds round up: twelve slots at ξ = 1.2 are exactly ten alone-slots, in both rules
+    assert problem.speed[0][1] == math.ceil(U / 1.2) == 833_334
+    assert problem.speed[0][0] == U
+
+
+def test_exact_hit_at_xi_1_2_completes_in_both_rules() -> None:
+    instance = one_gpu_instance([Job("a", 0, 1, 10, 1, "p"), Job("b", 0, 1, 10, 1, "p")], xi=1.2)
+    problem = discretize(instance, 1.0)
+    together = {"a": SlotAssignment(0, (0,)), "b": SlotAssignment(0, (0,))}
+    assert evaluate(problem, together) == {"a": 12, "b": 12}
+    assert evaluate(problem, together, exact=True) == {"a": 12, "b": 12}
+    report = validate(instance, to_schedule(problem, together))
+    assert report.ok and report.completion == {"a": 12.0, "b": 12.0}
+
+
+def near_miss_instance() -> Instance:
+    # a needs 1e-7 iterations more than twelve slots at ξ = 1.2 give: the float rule completes it in
+    # slot 13, the integer rule (speed rounded up) in slot 12
+    jobs = [
+        Job("a", 0, 1, 10.0000001, 1, "p"),
+        Job("b", 0, 1, 10, 1, "p"),
+        Job("c", 0, 1, 2, 1, "p"),
+        Job("d", 0, 1, 2, 1, "p"),
+    ]
+    return one_gpu_instance(jobs, xi=1.2)
+
+
+def test_near_miss_is_caught_by_the_float_check() -> None:
+    instance = near_miss_instance()
+    problem = discretize(instance, 1.0)
+    plan = {
+        "a": SlotAssignment(0, (0,)),
+        "b": SlotAssignment(0, (0,)),
+        "c": SlotAssignment(12, (0,)),
+        "d": SlotAssignment(12, (0,)),
+    }
+    assert evaluate(problem, plan, exact=True)["a"] == 12
+    assert evaluate(problem, plan)["a"] == 13
+    assert check_solution(problem, plan, check_windows=False) == []
+    problems = check_solution(problem, plan, check_windows=False, semantics="float")
+    assert any("capacity" in message for message in problems)
+
+
+def test_dominated_and_useless_modes_are_pruned() -> None:
+    # memory independent of the sub-batch: every slower mode is dominated by the full batch
+    flat = Profile("flat", compute_alpha=0.1, compute_beta=0.01, memory_base_gib=4.0)
+    # memory grows with the sub-batch: slower modes only matter if a partner needs the memory
+    hungry = Profile("hungry", compute_alpha=0.1, compute_beta=0.01, memory_base_gib=2.0, memory_per_sample_gib=0.5)
+    big = Profile("big", compute_alpha=0.1, memory_base_gib=20.0)
+    jobs = [Job("f", 0, 1, 100, 32, "flat"), Job("h", 0, 1, 100, 32, "hungry")]
+    alone = Instance(Cluster(1, 2, 32.0), tuple(jobs), {"flat": flat, "hungry": hungry}, ConstantInterference(1.3))
+    problem = discretize(alone, 5.0)
+    modes = {job.id: [m.steps for m in job.modes] for job in problem.jobs}
+    assert modes["f"] == [1]
+    # h's full batch (18 GiB) fits next to f (4 GiB): smaller sub-batches are useless
+    assert modes["h"] == [1]
+    crowded = Instance(
+        Cluster(1, 2, 32.0),
+        (*jobs, Job("g", 0, 1, 100, 1, "big")),
+        {"flat": flat, "hungry": hungry, "big": big},
+        ConstantInterference(1.3),
+    )
+    problem = discretize(crowded, 5.0)
+    steps = [m.steps for m in problem.jobs[problem.index["h"]].modes]
+    # next to g (20 GiB) h needs at most 12 GiB: sub-batch 16 (10 GiB) is the fastest that fits
+    assert steps == [1, 2]
+    assert all(
+        a.work < b.work and a.memory_gib > b.memory_gib
+        for a, b in zip(
+            problem.jobs[problem.index["h"]].modes[:-1], problem.jobs[problem.index["h"]].modes[1:], strict=True
+        )
+    )
+    # every pruned mode keeps the problem's optimum: Instance.modes still lists them all
+    assert len(crowded.modes("h")) > len(steps)
+
+
+def test_placement_modes_when_crossing_nodes_is_slower() -> None:
+    slow = Profile("slow", compute_alpha=0.1, comm_alpha=0.05, inter_node_comm_factor=2.0, memory_base_gib=1.0)
+    same = Profile("same", compute_alpha=0.1, comm_alpha=0.05, inter_node_comm_factor=1.0, memory_base_gib=1.0)
+    jobs = [Job("s", 0, 2, 100, 1, "slow"), Job("t", 0, 2, 100, 1, "same"), Job("w", 0, 8, 10, 1, "slow")]
+    instance = Instance(Cluster(2, 4, 32.0), tuple(jobs), {"slow": slow, "same": same}, ConstantInterference(1.5))
+    problem = discretize(instance, 1.0)
+    placements = {job.id: sorted(m.placement for m in job.modes) for job in problem.jobs}
+    assert placements == {"s": ["multi_node", "one_node"], "t": ["any"], "w": ["any"]}
+    s = problem.jobs[problem.index["s"]]
+    one, multi = (next(m for m in s.modes if m.placement == kind) for kind in ("one_node", "multi_node"))
+    assert one.iteration_time == pytest.approx(0.15) and multi.iteration_time == pytest.approx(0.2)
+    # the float evaluation uses the nodes the GPU set really spans
+    spread = {
+        "s": SlotAssignment(0, (0, 4), s.modes.index(multi)),
+        "t": SlotAssignment(0, (1, 2)),
+        "w": SlotAssignment(30, tuple(range(8))),
+    }
+    assert check_solution(problem, spread, check_windows=False) == []
+    assert evaluate(problem, spread)["s"] == 20
+    wrong = dict(spread, s=SlotAssignment(0, (0, 1), s.modes.index(multi)))
+    assert any("placement" in message for message in check_solution(problem, wrong, check_windows=False))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_windows_contain_every_solution_at_least_as_good(seed: int) -> None:
+    instance = generate_instance(14, 2, 4, seed, arrivals="poisson")
+    objectives: tuple[Literal["jct", "makespan"], ...] = ("jct", "makespan")
+    for objective in objectives:
+        base = discretize(instance, objective=objective)
+        start = warm_start(base)
+        problem = base.with_upper_bound(start)
+        ends = evaluate(problem, start, exact=True)
+        assert problem.upper_bound_value == problem.objective_slots(ends)
+        assert check_solution(problem, start) == []  # inside its own windows
+        for i, job in enumerate(problem.jobs):
+            assert job.release <= start[job.id].start and ends[job.id] <= job.latest_end <= problem.horizon
+            if objective == "jct":
+                assert job.latest_end == problem.upper_bound_value - completion_sum_lower_bound(problem, exclude=i)
+        # the greedy is never worse than the serial schedule the default windows come from
+        serial = problem.objective_slots(evaluate(problem, serial_solution(problem), exact=True))
+        assert problem.upper_bound_value <= serial
+        assert problem.trivial_lower_bound() <= problem.upper_bound_value
+
+
+def test_completion_sum_lower_bound_is_valid_on_solved_instances() -> None:
+    # the k-th completion bound never exceeds what a real schedule achieves
+    for seed in range(5):
+        instance = generate_instance(20, 1, 4, seed)
+        problem = discretize(instance)
+        solution = warm_start(problem)
+        ends = sorted(evaluate(problem, solution, exact=True).values())
+        assert completion_sum_lower_bound(problem) <= sum(ends)
+
+
+def test_canonicalize_relabels_without_changing_the_schedule() -> None:
+    instance = generate_instance(12, 2, 4, 5)
+    problem = discretize(instance)
+    solution = warm_start(problem)
+    rng = random.Random(3)
+    nodes = [0, 1]
+    rng.shuffle(nodes)
+    inside = [list(range(4)) for _ in nodes]
+    for order in inside:
+        rng.shuffle(order)
+    mapping = {g: nodes[g // 4] * 4 + inside[g // 4][g % 4] for g in range(8)}
+    shuffled = {j: SlotAssignment(a.start, tuple(mapping[g] for g in a.gpus), a.mode) for j, a in solution.items()}
+    canonical = canonicalize(problem, shuffled)
+    assert is_canonical(problem, canonical)
+    assert evaluate(problem, canonical) == evaluate(problem, shuffled) == evaluate(problem, solution)
+
+
+@pytest.mark.parametrize(("seed", "capacity"), [(0, 2), (1, 2), (2, 3), (3, 2)])
+def test_warm_start_schedules_pass_the_validator(seed: int, capacity: int) -> None:
+    instance = generate_instance(
+        25, 2, 4, seed, arrivals="poisson" if seed % 2 else "zero", memory_pressure=0.6, capacity=capacity
+    )
+    problem = discretize(instance)
+    solution = warm_start(problem)
+    schedule = to_schedule(problem, solution, producer="warm-start")
+    report = validate(instance, schedule)
+    assert report.ok, [str(v) for v in report.violations[:3]]
+    assert from_schedule(problem, schedule) == {j: SlotAssignment(a.start, a.gpus, a.mode) for j, a in solution.items()}
+    assert report.total_jct(instance) == pytest.approx(
+        problem.objective_seconds(problem.objective_slots(evaluate(problem, solution)))
+    )
+
+
+def test_discretize_rejects_bad_input_naming_the_job() -> None:
+    instance = one_gpu_instance([Job("tiny", 0, 1, 10, 1, "p"), Job("huge", 0, 1, 1e9, 1, "p")])
+    with pytest.raises(InfeasibleInstanceError, match="huge"):
+        discretize(instance, 1.0)
+    with pytest.raises(InfeasibleInstanceError, match="tiny"):
+        discretize(one_gpu_instance([Job("tiny", 0, 1, 10, 1, "p")]), 1.0, horizon_slots=5)
+    with pytest.raises(DuettoInputError, match="objective"):
+        discretize(instance, 1.0, objective="average")  # type: ignore[arg-type]
+    with pytest.raises(DuettoInputError, match="slot"):
+        discretize(instance, -1.0)
+
+
+# --- the CP-SAT oracle through solvers.solve -----------------------------------------------------------
+
+
+def test_cpsat_proves_a_small_instance_and_reports_everything() -> None:
+    instance = generate_instance(7, 1, 4, 11, memory_pressure=0.5)
+    seen: list[Progress] = []
+    result = solve(instance, "cpsat", time_limit=60, slot=choose_slot(instance, 20), progress=seen.append)
+    assert result.status is SolveStatus.OPTIMAL and result.proven_optimal
+    assert result.gap == 0.0 and result.bound == result.objective
+    summary = result.summary()
+    for key in ("status", "objective", "bound", "gap", "build_seconds", "solve_seconds"):
+        assert key in summary
+    assert summary["status"] == "optimal" and summary["solver"] == "cpsat"
+    assert result.build_seconds > 0 and result.solve_seconds > 0
+    assert result.objective <= result.stats["warm_start_objective"]
+    assert result.stats["model"]["variables"] > 0
+    assert seen and seen[-1].phase == "done" and seen[-1].objective == pytest.approx(result.objective)
+    assert result.schedule is not None and result.schedule.producer == "cpsat"
+    report = validate(instance, result.schedule)
+    assert report.ok and round(report.total_jct(instance), 6) == round(result.objective, 6)
+
+
+def test_makespan_objective() -> None:
+    instance = generate_instance(6, 1, 4, 12, arrivals="poisson")
+    slot = choose_slot(instance, 20)
+    jct, makespan = (solve(instance, "cpsat", time_limit=60, slot=slot, objective=kind) for kind in ("jct", "makespan"))
+    assert makespan.status is SolveStatus.OPTIMAL and makespan.objective_kind == "makespan"
+    assert makespan.schedule is not None and jct.schedule is not None
+    report = validate(instance, makespan.schedule)
+    first = min(job.arrival for job in instance.jobs)
+    assert round(max(report.completion.values()) - first, 6) == round(makespan.objective, 6)
+    jct_report = validate(instance, jct.schedule)
+    assert makespan.objective <= max(jct_report.completion.values()) - first + 1e-6
+    assert jct.objective <= report.total_jct(instance) + 1e-6
+
+
+def test_model_options_mean_the_same_problem() -> None:
+    """Symmetry breaking, mode dominance and the overlap encoding cut no optimum (same optimum with each
+    switched off); the near-miss instance returns a schedule valid under the float rule."""
+    instances = [generate_instance(4 + k, 2, 2, 20 + k, memory_pressure=0.7) for k in range(2)]
+    slots = [choose_slot(instance, 12) for instance in instances]
+    reference = solve_many(instances, "cpsat", time_limit=60, slot=slots)  # type: ignore[arg-type]
+    for option in ("symmetry_breaking", "mode_dominance", "overlap_encoding"):
+        other = solve_many(instances, "cpsat", time_limit=60, slot=slots, options={option: False})  # type: ignore[arg-type]
+        for a, b in zip(reference, other, strict=True):
+            assert a.status is SolveStatus.OPTIMAL and b.status is SolveStatus.OPTIMAL, option
+            assert round(a.objective, 6) == round(b.objective, 6), option
+    near = near_miss_instance()
+    result = solve(near, "cpsat", time_limit=30, slot=1.0)
+    assert result.schedule is not None and validate(near, result.schedule).ok
+
+
+def test_capacity_three() -> None:
+    instance = generate_instance(6, 1, 2, 7, capacity=3, memory_pressure=0.2)
+    result = solve(instance, "cpsat", time_limit=60, slot=choose_slot(instance, 12))
+    assert result.status is SolveStatus.OPTIMAL
+    assert result.schedule is not None and validate(instance, result.schedule).ok
+
+
+@pytest.mark.parametrize("solver", ["cpsat", "highs"])
+def test_time_limit_is_honoured_and_the_best_schedule_returned(solver: str) -> None:
+    instance = generate_instance(40, 2, 4, 3, arrivals="poisson")
+    began = time.perf_counter()
+    result = solve(instance, solver, time_limit=3.0)
+    wall = time.perf_counter() - began
+    assert wall <= 3.3
+    assert result.status in (SolveStatus.TIME_LIMIT, SolveStatus.FEASIBLE)
+    assert result.schedule is not None
+    report = validate(instance, result.schedule)
+    assert report.ok
+    assert round(report.total_jct(instance), 6) == round(result.objective, 6)
+    assert 0 < result.bound <= result.objective
+    assert result.objective <= result.stats["warm_start_objective"] + 1e-6
+    assert math.isfinite(result.gap) and 0 <= result.gap < 1
+
+
+def test_a_tiny_time_limit_still_returns_the_warm_start() -> None:
+    instance = generate_instance(30, 2, 4, 4)
+    began = time.perf_counter()
+    result = solve(instance, "cpsat", time_limit=0.3)
+    assert time.perf_counter() - began <= 0.5
+    assert result.status is SolveStatus.TIME_LIMIT
+    assert result.schedule is not None and validate(instance, result.schedule).ok
+    assert result.objective == pytest.approx(result.stats["warm_start_objective"])
+
+
+def test_solve_many_replaces_a_worker_that_ran_out_of_time() -> None:
+    big = generate_instance(40, 2, 4, 8)
+    small = generate_instance(4, 1, 4, 9)
+    # the replacement worker's start (importing Pyomo and highspy, ~2-3 s) counts against the second limit
+    first, second = solve_many([big, small], "highs", time_limit=6.0, slot=[None, choose_slot(small, 8)])
+    assert first.stats["wall_seconds"] <= 6.6
+    assert first.status in (SolveStatus.TIME_LIMIT, SolveStatus.FEASIBLE) and first.schedule is not None
+    assert second.status is SolveStatus.OPTIMAL
+
+
+# --- errors -----------------------------------------------------------------------------------------
+
+
+def test_bad_arguments_are_rejected() -> None:
+    instance = one_gpu_instance([Job("a", 0, 1, 10, 1, "p")])
+    bad: list[dict[str, Any]] = [
+        {"solver": "gurobi"},
+        {"solver": "pyomo:"},
+        {"time_limit": 0},
+        {"time_limit": math.nan},
+        {"slot": -1.0},
+        {"objective": "average"},
+    ]
+    for kwargs in bad:
+        with pytest.raises(DuettoInputError):
+            solve(instance, **kwargs)
+
+
+def test_missing_solver_package_names_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    instance = one_gpu_instance([Job("a", 0, 1, 10, 1, "p")])
+    real = importlib.util.find_spec
+
+    def without(name: str, *args: Any, **kwargs: Any) -> Any:
+        return None if name in ("ortools", "highspy") else real(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", without)
+    with pytest.raises(SolverUnavailableError, match="pip install ortools"):
+        solve(instance, "cpsat")
+    with pytest.raises(SolverUnavailableError, match="pip install highspy"):
+        solve(instance, "highs")
+    assert "cpsat" not in available_solvers() and "highs" not in available_solvers()
+
+
+def test_missing_pyomo_solver_executable() -> None:
+    instance = one_gpu_instance([Job("a", 0, 1, 10, 1, "p")])
+    with pytest.raises(SolverUnavailableError, match="cbc"):
+        solve(instance, "pyomo:cbc", time_limit=30)
+
+
+def test_portfolio_combines_both_solvers() -> None:
+    instance = generate_instance(5, 1, 4, 13, memory_pressure=0.5)
+    result = solve(instance, "portfolio", time_limit=30, slot=choose_slot(instance, 8))
+    assert result.status is SolveStatus.OPTIMAL and result.solver == "portfolio"
+    assert set(result.stats["backend"]) <= {"cpsat", "highs"} and result.stats["backend"]
+    assert result.schedule is not None
+    report = validate(instance, result.schedule)
+    assert report.ok and round(report.total_jct(instance), 6) == round(result.objective, 6)

@@ -1,0 +1,152 @@
+"""``duetto solve`` (duetto/commands/solve.py) end to end, with real solves."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from duetto.commands import solve as solve_command
+from formulation import io
+from formulation.discretize import choose_slot
+from formulation.generator import generate_instance
+from formulation.validator import validate
+
+REQUIRED = ("status", "objective", "bound", "gap", "build_seconds", "solve_seconds")
+
+
+@pytest.fixture(scope="module")
+def app() -> typer.Typer:
+    application = typer.Typer()
+    solve_command.register(application)
+
+    @application.command()
+    def version() -> None:  # a second command keeps typer in multi-command mode, as in duetto.cli
+        typer.echo("test")
+
+    return application
+
+
+@pytest.fixture(scope="module")
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+@pytest.fixture()
+def instance_file(tmp_path: Path) -> tuple[Path, float]:
+    instance = generate_instance(5, 1, 4, 31, memory_pressure=0.5)
+    path = tmp_path / "instance.json"
+    io.save_instance(instance, path)
+    return path, choose_slot(instance, 10)
+
+
+def test_json_summary_and_schedule_file(
+    app: typer.Typer, runner: CliRunner, instance_file: tuple[Path, float], tmp_path: Path
+) -> None:
+    path, slot = instance_file
+    out = tmp_path / "schedule.json"
+    result = runner.invoke(
+        app,
+        ["solve", str(path), "--solver", "cpsat", "--time-limit", "30", "--slot", str(slot), "--json", "-o", str(out)],
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    for key in REQUIRED:
+        assert key in summary
+    assert summary["status"] == "optimal" and summary["gap"] == 0.0
+    assert summary["objective"] == summary["bound"]
+    instance = io.load_instance(path)
+    schedule = io.load_schedule(out)
+    assert schedule.slot == slot and schedule.producer == "cpsat"
+    report = validate(instance, schedule)
+    assert report.ok and round(report.total_jct(instance), 6) == round(summary["objective"], 6)
+
+
+def test_makespan_and_human_output(app: typer.Typer, runner: CliRunner, instance_file: tuple[Path, float]) -> None:
+    path, slot = instance_file
+    result = runner.invoke(
+        app, ["solve", str(path), "-t", "30", "--slot", str(slot), "--objective", "makespan", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["objective_kind"] == "makespan" and summary["status"] == "optimal"
+    human = runner.invoke(app, ["solve", str(path), "-t", "30", "--slot", str(slot), "--quiet"])
+    assert human.exit_code == 0, human.output
+    assert "objective" in human.stdout and "optimal" in human.stdout
+
+
+@pytest.mark.parametrize("suffix", [".mps", pytest.param(".lp", marks=pytest.mark.slow)])
+def test_export_model_with_highs(
+    app: typer.Typer, runner: CliRunner, instance_file: tuple[Path, float], tmp_path: Path, suffix: str
+) -> None:
+    path, slot = instance_file
+    model = tmp_path / f"model{suffix}"
+    result = runner.invoke(
+        app,
+        [
+            "solve",
+            str(path),
+            "--solver",
+            "highs",
+            "-t",
+            "30",
+            "--slot",
+            str(slot),
+            "--export-model",
+            str(model),
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["status"] == "optimal" and summary["model_path"] == str(model)
+    text = model.read_text()
+    assert len(text) > 1000
+    assert ("ROWS" in text) if suffix == ".mps" else ("minimize" in text.lower() or "min" in text.lower())
+
+
+def _one_error_line(output: str) -> str:
+    lines = [line for line in output.strip().splitlines() if line.strip()]
+    assert len(lines) == 1, output
+    assert lines[0].startswith("error:")
+    return lines[0]
+
+
+def test_bad_input_gives_one_line_errors(
+    app: typer.Typer, runner: CliRunner, instance_file: tuple[Path, float], tmp_path: Path
+) -> None:
+    path, _ = instance_file
+    cases = [
+        (["solve", str(path), "--solver", "gurobi"], "unknown solver"),
+        (["solve", str(path), "--time-limit", "-3"], "time_limit"),
+        (["solve", str(path), "--slot", "0"], "slot"),
+        (["solve", str(tmp_path / "missing.json")], "file not found"),
+        (["solve", str(path), "--export-model", str(tmp_path / "model.txt")], ".mps or .lp"),
+        (["solve", str(path), "--solver", "pyomo:cbc", "-t", "20"], "cbc"),
+    ]
+    for args, expected in cases:
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert expected in _one_error_line(result.output), args
+
+
+def test_instance_that_cannot_fit_is_rejected_naming_the_job(
+    app: typer.Typer, runner: CliRunner, tmp_path: Path
+) -> None:
+    data = io.instance_to_dict(generate_instance(3, 1, 4, 1))
+    data["jobs"][1]["num_gpus"] = 16  # the cluster has 4
+    path = tmp_path / "too-big.json"
+    path.write_text(json.dumps(data))
+    result = runner.invoke(app, ["solve", str(path)])
+    assert result.exit_code == 2
+    line = _one_error_line(result.output)
+    assert data["jobs"][1]["id"] in line and "16 GPUs" in line
+    # a job that needs more slots than the model allows, at the slot asked for
+    data = io.instance_to_dict(generate_instance(3, 1, 4, 1))
+    path.write_text(json.dumps(data))
+    result = runner.invoke(app, ["solve", str(path), "--slot", "0.001"])
+    assert result.exit_code == 2
+    assert "job 'j" in _one_error_line(result.output) and "slots" in result.output
