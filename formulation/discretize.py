@@ -665,13 +665,21 @@ def sharing_throughput(problem: SlottedProblem) -> float:
 
 
 def completion_sum_lower_bound(problem: SlottedProblem, exclude: int | None = None) -> int:
-    """A lower bound on ``Σ_j E_j`` (slot units) over all jobs but ``exclude``.
+    """A lower bound on ``Σ_j E_j`` (slot units) over all jobs but ``exclude``: the larger of two.
 
-    The ``k``-th job to complete (in any schedule) ends no earlier than the ``k``-th smallest
-    ``release + min_slots`` and no earlier than ``min release + ⌈(sum of the k smallest GPU-work
-    areas) / (cluster throughput per slot)⌉``, the throughput counting the most a shared GPU can deliver
-    (:func:`sharing_throughput`). Both are lower bounds on the ``k``-th order statistic, so their maximum
-    is, and summing over ``k`` bounds the total.
+    * **Order statistics.** The ``k``-th job to complete (in any schedule) ends no earlier than the
+      ``k``-th smallest ``release + min_slots`` and no earlier than ``min release + ⌈(sum of the k
+      smallest GPU-work areas) / (cluster throughput per slot)⌉``, the throughput counting the most a
+      shared GPU can deliver (:func:`sharing_throughput`). Both bound the ``k``-th order statistic, so
+      their maximum does, and summing over ``k`` bounds the total.
+    * **Mean busy time** (Goemans' single-machine relaxation, as in Eastman-Even-Isaacs' bound for
+      parallel machines). Job ``j`` does ``a_j = G_j·work_j`` units of GPU-work at a rate of at most
+      ``G_j·U`` per slot, so the mean time ``M_j`` of its work satisfies ``E_j ≥ M_j + d_j/2`` with
+      ``d_j = work_j/U``; and the cluster, a single machine of speed ``m`` (the throughput above), gives
+      ``Σ_j M_j`` at least its value when the areas are processed shortest first, preemptively:
+      ``Σ_j (A_{<j} + a_j/2)/m`` (``A_{<j}``: the areas before ``j``). Both measured from ``min release``.
+      This adds about half of every job's length to the first bound's area term, which dominates from
+      about three jobs per GPU on (``docs/oracle.md``).
     """
     members = [job for i, job in enumerate(problem.jobs) if i != exclude]
     if not members:
@@ -681,12 +689,15 @@ def completion_sum_lower_bound(problem: SlottedProblem, exclude: int | None = No
     areas = sorted(min(m.work for m in job.modes) * job.num_gpus for job in members)
     per_slot = sharing_throughput(problem) * problem.num_gpus * units
     first = min(job.release for job in members)
-    total = 0
+    order_statistics = 0
+    mean_busy = 0.0
     area = 0
     for k in range(len(members)):
+        mean_busy += (area + areas[k] / 2) / per_slot
         area += areas[k]
-        total += max(earliest[k], first + math.ceil(area / per_slot - 1e-9))
-    return total
+        order_statistics += max(earliest[k], first + math.ceil(area / per_slot - 1e-9))
+    mean_busy += sum(min(m.work for m in job.modes) for job in members) / (2 * units) + first * len(members)
+    return max(order_statistics, math.ceil(mean_busy - 1e-6))
 
 
 def _with_windows(problem: SlottedProblem, solution: SlotSolution, *, force: bool = False) -> SlottedProblem:

@@ -45,14 +45,17 @@ from formulation.discretize import (
     completion_sum_lower_bound,
     discretize,
     evaluate,
+    from_schedule,
     to_schedule,
 )
 from formulation.errors import DuettoInputError, InfeasibleInstanceError
 from formulation.instance import Instance
 from formulation.interference import TableInterference
+from formulation.schedule import Schedule
 from solvers.backend_protocol import BackendOutcome, SolverUnavailableError
 from solvers.backends import BackendSpec, check_available, resolve
 from solvers.result import Result, SolveStatus
+from solvers.warmstart import policy_warm_starts
 from solvers.warmstart import warm_start as greedy_warm_start
 
 OBJECTIVES = ("jct", "makespan")
@@ -389,6 +392,8 @@ def solve(
     objective: str = "jct",
     *,
     warm_start: bool = True,
+    warm_start_schedule: Schedule | None = None,
+    policy_warm_start: bool = True,
     export_model: str | Path | None = None,
     horizon_slots: int | None = None,
     units_per_slot: int | None = None,
@@ -411,7 +416,15 @@ def solve(
     objective
         ``"jct"`` (total = average JCT) or ``"makespan"``.
     warm_start
-        Hint the solver with the greedy schedule (the windows always come from it).
+        Hint the solver with the best initial schedule (the windows always come from it).
+    warm_start_schedule
+        A schedule of your own (e.g. a policy's, simulated with ``slot``) to start from: one more
+        candidate for the initial schedule, next to the greedy and the policies. It must be
+        non-preemptive with starts on slot boundaries and valid in the slotted model; its ``slot`` is
+        used when ``slot`` is ``None``.
+    policy_warm_start
+        Also simulate SJF-BSBF and its look-ahead in the slotted semantics and start from the best
+        (:func:`solvers.warmstart.policy_warm_starts`; a fraction of a second at 50 jobs).
     export_model
         Write the Pyomo model of the same problem to this ``.mps`` / ``.lp`` file before solving.
     horizon_slots
@@ -438,9 +451,21 @@ def solve(
     spec: BackendSpec = resolve(solver)
     check_available(spec)
     check_instance_fits(instance)
-    settings = _Settings(spec, float(time_limit), objective, warm_start, horizon_slots, units_per_slot, options)
+    if slot is None and warm_start_schedule is not None and warm_start_schedule.slot is not None:
+        slot = warm_start_schedule.slot
+    settings = _Settings(
+        spec,
+        float(time_limit),
+        objective,
+        warm_start,
+        horizon_slots,
+        units_per_slot,
+        options,
+        warm_start_schedule=warm_start_schedule,
+        policy_warm_start=policy_warm_start,
+    )
     if export_model is not None:
-        _export(instance, _portable_instance(instance), slot, horizon_slots, objective, settings.kwargs, export_model)
+        _export(instance, _portable_instance(instance), slot, settings, export_model)
     worker: _WorkerProcess | None = None
 
     def runner(payload: dict[str, Any], tracker: _Tracker, hard: float, on_progress: Callable[[], None]) -> bool:
@@ -550,6 +575,7 @@ def solve_many(
     objective: str = "jct",
     *,
     warm_start: bool = True,
+    policy_warm_start: bool = True,
     horizon_slots: int | None = None,
     units_per_slot: int | None = None,
     options: Mapping[str, Any] | None = None,
@@ -573,7 +599,16 @@ def solve_many(
     check_available(spec)
     for instance in instances:
         check_instance_fits(instance)
-    settings = _Settings(spec, float(time_limit), objective, warm_start, horizon_slots, units_per_slot, options)
+    settings = _Settings(
+        spec,
+        float(time_limit),
+        objective,
+        warm_start,
+        horizon_slots,
+        units_per_slot,
+        options,
+        policy_warm_start=policy_warm_start,
+    )
     worker: _WorkerProcess | None = None
 
     def runner(payload: dict[str, Any], tracker: _Tracker, hard: float, on_progress: Callable[[], None]) -> bool:
@@ -605,10 +640,37 @@ class _Settings:
     horizon_slots: int | None
     units_per_slot: int | None
     options: Mapping[str, Any] | None
+    warm_start_schedule: Schedule | None = None
+    policy_warm_start: bool = True
 
     @property
     def kwargs(self) -> dict[str, Any]:
         return {} if self.units_per_slot is None else {"units_per_slot": int(self.units_per_slot)}
+
+
+def _initial_solution(problem: SlottedProblem, settings: _Settings) -> SlotSolution:
+    """The schedule the windows (upper bound) and the hint come from: the best of the greedy, the
+    policies simulated in the slotted semantics and the user's warm-start schedule."""
+    candidates = policy_warm_starts(problem) if settings.policy_warm_start else []
+    if settings.warm_start_schedule is not None:
+        candidates.append(_user_warm_start(problem, settings.warm_start_schedule))
+    return greedy_warm_start(problem, candidates=candidates)
+
+
+def _user_warm_start(problem: SlottedProblem, schedule: Schedule) -> SlotSolution:
+    """The user's schedule as a slot-level solution; a clear error if it does not fit the model."""
+    try:
+        solution = from_schedule(problem, schedule)
+    except DuettoInputError as error:
+        raise DuettoInputError(str(error), field="warm_start_schedule") from None
+    problems = check_solution(problem, solution, check_windows=False) or check_solution(
+        problem, solution, check_windows=False, semantics="float"
+    )
+    if problems:
+        raise DuettoInputError(
+            f"not valid in the slotted model (slot {problem.slot:g} s): {problems[0]}", field="warm_start_schedule"
+        )
+    return solution
 
 
 _Runner = Callable[[dict[str, Any], "_Tracker", float, Callable[[], None]], bool]
@@ -636,7 +698,7 @@ def _solve_one(
         objective=cast(ObjectiveKind, objective),
         **settings.kwargs,
     )
-    initial = greedy_warm_start(base)
+    initial = _initial_solution(base, settings)
     problem = base.with_upper_bound(initial)
     parent_build = time.perf_counter() - began_perf
     tracker = _Tracker(problem, initial, float(problem.upper_bound_value or math.inf), float(_static_bound(problem)))
@@ -680,9 +742,7 @@ def _export(
     instance: Instance,
     portable: dict[str, Any],
     slot: float | None,
-    horizon_slots: int | None,
-    objective: str,
-    kwargs: dict[str, Any],
+    settings: _Settings,
     path: str | Path,
 ) -> None:
     suffix = Path(path).suffix.lower()
@@ -690,8 +750,9 @@ def _export(
         raise DuettoInputError(f"must end in .mps or .lp, got '{path}'", field="export_model")
     spec = resolve("pyomo:export")
     check_available(spec)
-    base = discretize(instance, slot, horizon_slots, objective=objective, **kwargs)  # type: ignore[arg-type]
-    initial = greedy_warm_start(base)
+    horizon_slots, objective = settings.horizon_slots, settings.objective
+    base = discretize(instance, slot, horizon_slots, objective=objective, **settings.kwargs)  # type: ignore[arg-type]
+    initial = _initial_solution(base, settings)  # the same windows as the model that is solved
     payload = {
         "instance": portable,
         "slot": base.slot,

@@ -150,3 +150,37 @@ def test_instance_that_cannot_fit_is_rejected_naming_the_job(
     result = runner.invoke(app, ["solve", str(path), "--slot", "0.001"])
     assert result.exit_code == 2
     assert "job 'j" in _one_error_line(result.output) and "slots" in result.output
+
+
+def test_warm_start_from_a_policy_schedule_and_bad_warm_starts(
+    app: typer.Typer, runner: CliRunner, tmp_path: Path
+) -> None:
+    from heuristics import simulate
+
+    # contended enough that 1 s proves nothing: the result can only be as good as where it started
+    instance = generate_instance(30, 1, 4, 5)
+    path = tmp_path / "instance.json"
+    io.save_instance(instance, path)
+    slot = choose_slot(instance)
+    policy = simulate(instance, "sjf-bsbf", slot=slot)
+    policy_path = tmp_path / "bsbf.json"
+    io.save_schedule(policy.schedule, policy_path)
+    policy_total = validate(instance, policy.schedule).total_jct(instance)
+    out = tmp_path / "opt.json"
+    args = ["solve", str(path), "--time-limit", "3", "--json", "--warm-start", str(policy_path), "-o", str(out)]
+    result = runner.invoke(app, [*args, "--no-policy-warm-start"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["stats"]["problem"]["slot_seconds"] == slot  # the warm start's slot was taken
+    assert summary["objective"] <= policy_total + 1e-6
+    report = validate(instance, io.load_schedule(out))
+    assert report.ok and abs(report.total_jct(instance) - summary["objective"]) < 1e-6
+
+    # a continuous-time schedule does not start on slot boundaries: one line naming the field, exit 2
+    continuous = simulate(instance, "sjf-bsbf")
+    bad_path = tmp_path / "continuous.json"
+    io.save_schedule(continuous.schedule, bad_path)
+    bad = runner.invoke(app, ["solve", str(path), "--time-limit", "3", "--slot", "7", "--warm-start", str(bad_path)])
+    assert bad.exit_code == 2
+    assert "warm_start_schedule" in bad.output and "slot boundary" in bad.output
+    assert "Traceback" not in bad.output

@@ -72,6 +72,20 @@ def register(app: typer.Typer) -> None:
             Path | None, typer.Option("--export-model", help="write the model as FILE.mps or FILE.lp first")
         ] = None,
         output: Annotated[Path | None, typer.Option("--output", "-o", help="schedule JSON to write")] = None,
+        warm_start: Annotated[
+            Path | None,
+            typer.Option(
+                "--warm-start",
+                help="schedule JSON to start from (e.g. duetto simulate --slotted -o); its slot is used by default",
+            ),
+        ] = None,
+        policy_warm_start: Annotated[
+            bool,
+            typer.Option(
+                "--policy-warm-start/--no-policy-warm-start",
+                help="also start from SJF-BSBF and its look-ahead simulated in the slotted semantics",
+            ),
+        ] = True,
         threads: Annotated[
             int | None, typer.Option("--threads", help="solver threads / CP-SAT workers (default 2 for CP-SAT)")
         ] = None,
@@ -79,12 +93,13 @@ def register(app: typer.Typer) -> None:
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress display")] = False,
     ) -> None:
         """Solve the time-slotted integer program exactly (CP-SAT, HiGHS or any Pyomo solver)."""
-        from formulation.io import load_instance, save_schedule
+        from formulation.io import load_instance, load_schedule, save_schedule
         from solvers.api import solve as run_solve
 
         if threads is not None and threads < 1:
             fail(f"--threads must be >= 1, got {threads}")
         instance = load_instance(instance_path)
+        initial = load_schedule(warm_start) if warm_start is not None else None
         options: dict[str, Any] = {}
         if threads is not None:
             options = {"threads": threads, "num_workers": threads}
@@ -111,10 +126,20 @@ def register(app: typer.Typer) -> None:
                     export_model=export_model,
                     options=options,
                     progress=on_progress,
+                    warm_start_schedule=initial,
+                    policy_warm_start=policy_warm_start,
                 )
         else:
             result = run_solve(
-                instance, solver, time_limit, slot, objective.value, export_model=export_model, options=options
+                instance,
+                solver,
+                time_limit,
+                slot,
+                objective.value,
+                export_model=export_model,
+                options=options,
+                warm_start_schedule=initial,
+                policy_warm_start=policy_warm_start,
             )
         if output is not None and result.schedule is not None:
             save_schedule(result.schedule, output)
