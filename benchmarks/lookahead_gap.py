@@ -41,7 +41,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-import heuristics.lookahead  # noqa: F401  (registers "sjf-bsbf-lookahead" until the registry lists it)
 from formulation.generator import generate_instance
 from formulation.instance import Instance
 from heuristics.core import Action, ClusterView, Policy

@@ -23,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from formulation.discretize import choose_slot
 from formulation.generator import generate_instance
 from solvers import solve
 
@@ -60,10 +61,14 @@ def run_one(
     arrivals: str,
     threads: int,
     slot: float | None,
+    target_slots: int | None = None,
 ) -> dict[str, Any]:
-    """Solve one instance of the family; a row of the CSV."""
+    """Solve one instance of the family; a row of the CSV. ``target_slots`` picks the slot as
+    :func:`~formulation.discretize.choose_slot` does for that many slots over the estimated makespan."""
     nodes = gpus // gpus_per_node
     instance = generate_instance(jobs, nodes, gpus_per_node, seed, arrivals=arrivals)  # type: ignore[arg-type]
+    if slot is None and target_slots is not None:
+        slot = choose_slot(instance, target_slots)
     began = time.perf_counter()
     result = solve(
         instance, solver, time_limit=time_limit, slot=slot, options={"threads": threads, "num_workers": threads}
@@ -125,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2, help="solver threads / CP-SAT workers")
     parser.add_argument("--arrivals", choices=["zero", "poisson"], default="zero")
     parser.add_argument("--slot", type=float, default=None, help="slot length (default: chosen per instance)")
+    parser.add_argument(
+        "--target-slots", type=int, default=None, help="slot chosen for about this many slots over the makespan"
+    )
     parser.add_argument("--output", type=Path, default=Path("results/oracle_scaling.csv"))
     args = parser.parse_args(argv)
     if args.gpus % args.gpus_per_node:
@@ -143,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.arrivals,
                 args.threads,
                 args.slot,
+                args.target_slots,
             )
             rows.append(row)
             print(

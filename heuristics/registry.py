@@ -10,7 +10,7 @@ A policy module registers itself at import time::
 
 ``make_policy(name, **options)`` builds a fresh policy object (policies keep per-run state, so every
 simulation gets its own). The built-in policy modules listed in :data:`POLICY_MODULES` are imported on
-first use; a module that does not exist (yet) is skipped.
+first use.
 
 A name may carry a placement suffix: ``"<policy>+hay"`` builds ``<policy>`` with Hay's busyness-score
 placement (``placement="hay"``) instead of the default consolidated placement, for every policy whose
@@ -88,12 +88,7 @@ def _load_builtin() -> None:
         return
     _loaded = True
     for module in POLICY_MODULES:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as error:
-            # Only a module that does not exist yet is skipped; a broken import inside it is a bug.
-            if error.name != module:
-                raise
+        importlib.import_module(module)
 
 
 def available_policies() -> list[PolicyInfo]:

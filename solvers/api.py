@@ -461,8 +461,8 @@ def solve(
         horizon_slots,
         units_per_slot,
         options,
-        warm_start_schedule=warm_start_schedule,
-        policy_warm_start=policy_warm_start,
+        warm_start_schedule,
+        policy_warm_start,
     )
     if export_model is not None:
         _export(instance, _portable_instance(instance), slot, settings, export_model)
@@ -600,14 +600,7 @@ def solve_many(
     for instance in instances:
         check_instance_fits(instance)
     settings = _Settings(
-        spec,
-        float(time_limit),
-        objective,
-        warm_start,
-        horizon_slots,
-        units_per_slot,
-        options,
-        policy_warm_start=policy_warm_start,
+        spec, float(time_limit), objective, warm_start, horizon_slots, units_per_slot, options, None, policy_warm_start
     )
     worker: _WorkerProcess | None = None
 

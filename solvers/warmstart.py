@@ -111,7 +111,6 @@ def policy_warm_starts(problem: SlottedProblem, policies: Sequence[str] = POLICY
         Registered policy names; the look-ahead is skipped above :data:`LOOKAHEAD_MAX_JOBS` jobs.
     """
     # imported here: the heuristics are needed only when a solve starts, not to build models
-    import heuristics.lookahead  # noqa: F401  (registers "sjf-bsbf-lookahead")
     from heuristics.simulator import simulate
 
     solutions: list[SlotSolution] = []

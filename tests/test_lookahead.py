@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-import heuristics.lookahead as lookahead  # registers "sjf-bsbf-lookahead" (until the registry lists it)
+import heuristics.lookahead as lookahead
 from formulation.discretize import choose_slot
 from formulation.generator import generate_instance
 from heuristics.core import ClusterView

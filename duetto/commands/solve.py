@@ -103,6 +103,13 @@ def register(app: typer.Typer) -> None:
         options: dict[str, Any] = {}
         if threads is not None:
             options = {"threads": threads, "num_workers": threads}
+        arguments = (instance, solver, time_limit, slot, objective.value)
+        settings: dict[str, Any] = {
+            "export_model": export_model,
+            "options": options,
+            "warm_start_schedule": initial,
+            "policy_warm_start": policy_warm_start,
+        }
         show = not quiet and not json_output and error_console.is_terminal
         if show:
             from rich.live import Live
@@ -117,30 +124,9 @@ def register(app: typer.Typer) -> None:
                         f"incumbents {state.incumbents}"
                     )
 
-                result = run_solve(
-                    instance,
-                    solver,
-                    time_limit,
-                    slot,
-                    objective.value,
-                    export_model=export_model,
-                    options=options,
-                    progress=on_progress,
-                    warm_start_schedule=initial,
-                    policy_warm_start=policy_warm_start,
-                )
+                result = run_solve(*arguments, progress=on_progress, **settings)
         else:
-            result = run_solve(
-                instance,
-                solver,
-                time_limit,
-                slot,
-                objective.value,
-                export_model=export_model,
-                options=options,
-                warm_start_schedule=initial,
-                policy_warm_start=policy_warm_start,
-            )
+            result = run_solve(*arguments, **settings)
         if output is not None and result.schedule is not None:
             save_schedule(result.schedule, output)
         if json_output:
