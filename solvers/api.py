@@ -59,6 +59,7 @@ from solvers.warmstart import policy_warm_starts
 from solvers.warmstart import warm_start as greedy_warm_start
 
 OBJECTIVES = ("jct", "makespan")
+POLICY_WARM_START_SHARE = 0.2  # of the time limit, at most, for simulating the policies of the warm start
 _BOUND_TOL = 1e-6
 
 
@@ -644,7 +645,9 @@ class _Settings:
 def _initial_solution(problem: SlottedProblem, settings: _Settings) -> SlotSolution:
     """The schedule the windows (upper bound) and the hint come from: the best of the greedy, the
     policies simulated in the slotted semantics and the user's warm-start schedule."""
-    candidates = policy_warm_starts(problem) if settings.policy_warm_start else []
+    # a fifth of the limit at most for the policies, so that the solver keeps most of it
+    budget = POLICY_WARM_START_SHARE * settings.time_limit
+    candidates = policy_warm_starts(problem, time_budget=budget) if settings.policy_warm_start else []
     if settings.warm_start_schedule is not None:
         candidates.append(_user_warm_start(problem, settings.warm_start_schedule))
     return greedy_warm_start(problem, candidates=candidates)

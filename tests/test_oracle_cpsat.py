@@ -241,6 +241,8 @@ def test_policy_warm_starts_are_valid_and_tighten_the_upper_bound() -> None:
     assert best.upper_bound_value < greedy.upper_bound_value
     assert best.horizon <= greedy.horizon
     assert all(b.latest_end <= g.latest_end for b, g in zip(best.jobs, greedy.jobs, strict=True))
+    # a small time budget leaves the look-ahead out (24 jobs × 20 ms > 0.1 s); SJF-BSBF still runs
+    assert len(policy_warm_starts(problem, time_budget=0.1)) == 1
 
 
 def test_canonicalize_relabels_without_changing_the_schedule() -> None:
