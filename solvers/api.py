@@ -41,7 +41,7 @@ from formulation.discretize import (
     SlotAssignment,
     SlotSolution,
     SlottedProblem,
-    check_solution,
+    check_solution_both_rules,
     completion_sum_lower_bound,
     discretize,
     evaluate,
@@ -238,9 +238,7 @@ class _Tracker:
         model solution hold a GPU one slot longer in the float semantics) and improves on the best, by
         its exactly re-evaluated objective (a restricted model's own value may be pessimistic).
         Returns False if it was invalid."""
-        if check_solution(self.problem, solution, check_windows=False) or check_solution(
-            self.problem, solution, check_windows=False, semantics="float"
-        ):
+        if check_solution_both_rules(self.problem, solution):
             self.rejected += 1
             return False
         exact = float(self.problem.objective_slots(evaluate(self.problem, solution, exact=True)))
@@ -659,9 +657,7 @@ def _user_warm_start(problem: SlottedProblem, schedule: Schedule) -> SlotSolutio
         solution = from_schedule(problem, schedule)
     except DuettoInputError as error:
         raise DuettoInputError(str(error), field="warm_start_schedule") from None
-    problems = check_solution(problem, solution, check_windows=False) or check_solution(
-        problem, solution, check_windows=False, semantics="float"
-    )
+    problems = check_solution_both_rules(problem, solution)
     if problems:
         raise DuettoInputError(
             f"not valid in the slotted model (slot {problem.slot:g} s): {problems[0]}", field="warm_start_schedule"
