@@ -169,6 +169,37 @@ def build_cluster(
     )
 
 
+def read_job_table(file: Path, required: Sequence[str], limit: int | None) -> pd.DataFrame:
+    """A Tiresias/Muri-style job CSV with the ``required`` columns, non-empty, cut to its ``limit``
+    earliest ``submit_time`` rows (file order kept)."""
+    frame = read_table(file, required)
+    if frame.empty:
+        raise DuettoInputError("no jobs in the trace", source=str(file))
+    if limit is not None:
+        frame = frame.iloc[earliest(numeric_column(frame, "submit_time", file, nonnegative=True), limit)]
+    return frame
+
+
+def spec_cluster(
+    file: Path,
+    nodes: int | None,
+    gpus_per_node: int | None,
+    cluster_spec: PathLike | None,
+    spec_name: str,
+    fallback: tuple[int, int],
+    gpu_memory_gib: float,
+    capacity: int,
+) -> Cluster:
+    """The cluster of a Tiresias/Muri trace: the given sizes, else the cluster spec CSV
+    (``cluster_spec``, or ``spec_name`` next to the trace when it exists), else ``fallback``."""
+    if nodes is None or gpus_per_node is None:
+        spec = Path(cluster_spec) if cluster_spec is not None else file.parent / spec_name
+        default = read_cluster_spec(spec) if cluster_spec is not None or spec.is_file() else fallback
+    else:
+        default = (nodes, gpus_per_node)
+    return build_cluster(nodes, gpus_per_node, default, gpu_memory_gib, capacity)
+
+
 def earliest(arrivals: np.ndarray | Sequence[float], limit: int | None) -> np.ndarray:
     """Positions of the ``limit`` earliest arrivals (ties: file order), in file order; all if None."""
     values = np.asarray(arrivals, dtype=float)

@@ -12,22 +12,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from formulation.errors import DuettoInputError
 from formulation.instance import Instance, Job
 from formulation.interference import ConstantInterference, InterferenceModel
 from formulation.speed import Profile
 from formulation.traces.common import (
     PathLike,
     ProfileNamer,
-    build_cluster,
     check_gang_fits,
     check_limit,
     check_unique_ids,
-    earliest,
     measured_profile,
     numeric_column,
-    read_cluster_spec,
-    read_table,
+    read_job_table,
+    spec_cluster,
     text_column,
 )
 
@@ -75,17 +72,17 @@ def load_tiresias(
     """
     check_limit(limit)
     file = Path(path)
-    frame = read_table(file, TIRESIAS_COLUMNS)
-    if frame.empty:
-        raise DuettoInputError("no jobs in the trace", source=str(file))
-    if limit is not None:
-        frame = frame.iloc[earliest(numeric_column(frame, "submit_time", file, nonnegative=True), limit)]
-    if nodes is None or gpus_per_node is None:
-        spec = Path(cluster_spec) if cluster_spec is not None else file.parent / TIRESIAS_CLUSTER_FILE
-        default = read_cluster_spec(spec) if cluster_spec is not None or spec.is_file() else TIRESIAS_DEFAULT_CLUSTER
-    else:
-        default = (nodes, gpus_per_node)
-    cluster = build_cluster(nodes, gpus_per_node, default, gpu_memory_gib, capacity)
+    frame = read_job_table(file, TIRESIAS_COLUMNS, limit)
+    cluster = spec_cluster(
+        file,
+        nodes,
+        gpus_per_node,
+        cluster_spec,
+        TIRESIAS_CLUSTER_FILE,
+        TIRESIAS_DEFAULT_CLUSTER,
+        gpu_memory_gib,
+        capacity,
+    )
 
     job_ids = text_column(frame, "job_id", file)
     models = text_column(frame, "model_name", file)
