@@ -105,7 +105,8 @@ def policy_warm_starts(
     Each policy runs in the event-driven simulator with the problem's slot length and capacity; its
     schedule is kept if it maps onto the model's modes (:func:`~formulation.discretize.from_schedule`)
     and passes the model's own check in both completion rules. A policy that cannot serve the
-    instance, or whose schedule does not map, is skipped (logged), never fatal: the greedy remains.
+    instance, whose schedule does not map, or that breaks the scheduling loop's rules, is skipped
+    (logged), never fatal: the greedy remains.
 
     Parameters
     ----------
@@ -118,6 +119,7 @@ def policy_warm_starts(
         estimated cost (:data:`LOOKAHEAD_SECONDS_PER_JOB` per job) exceeds it; the others are cheap.
     """
     # imported here: the heuristics are needed only when a solve starts, not to build models
+    from heuristics.loop import InvalidActionError, PolicyStalledError
     from heuristics.simulator import simulate
 
     solutions: list[SlotSolution] = []
@@ -133,8 +135,11 @@ def policy_warm_starts(
                 problem.instance, name, capacity=problem.capacity, slot=problem.slot, validate=False, metrics=False
             )
             solution = from_schedule(problem, result.schedule)
-        except DuettoInputError as error:
+        except DuettoInputError as error:  # the policy cannot serve this instance, or a mode the model pruned
             log.info("warm start from %s skipped: %s", name, error)
+            continue
+        except (InvalidActionError, PolicyStalledError) as error:  # a policy bug must not stop an exact solve
+            log.warning("warm start from %s failed: %s", name, error)
             continue
         if check_solution_both_rules(problem, solution):
             log.info("warm start from %s skipped: not valid in the slotted model", name)

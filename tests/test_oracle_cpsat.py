@@ -35,6 +35,8 @@ from formulation.instance import Instance, Job
 from formulation.interference import ConstantInterference
 from formulation.speed import Profile
 from formulation.validator import validate
+from heuristics import registry
+from heuristics.core import ClusterView, Start
 from solvers import Progress, SolverUnavailableError, SolveStatus, available_solvers, solve, solve_many
 from solvers.warmstart import policy_warm_starts, warm_start
 
@@ -243,6 +245,27 @@ def test_policy_warm_starts_are_valid_and_tighten_the_upper_bound() -> None:
     assert all(b.latest_end <= g.latest_end for b, g in zip(best.jobs, greedy.jobs, strict=True))
     # a small time budget leaves the look-ahead out (24 jobs × 20 ms > 0.1 s); SJF-BSBF still runs
     assert len(policy_warm_starts(problem, time_budget=0.1)) == 1
+
+
+class _GangBreaker:
+    """A broken policy: starts every pending job on one GPU whatever its gang size."""
+
+    name = "test-gang-breaker"
+    preemptive = False
+    round_length = None
+
+    def decide(self, view: ClusterView) -> list[Start]:
+        return [Start(job_id, (0,)) for job_id in view.pending]
+
+
+def test_a_broken_policy_never_stops_the_exact_solve(monkeypatch: pytest.MonkeyPatch) -> None:
+    registry.available_policies()  # built-ins first; the test policy leaves the registry afterwards
+    info = registry.PolicyInfo(_GangBreaker.name, lambda **_: _GangBreaker(), "test only: breaks gangs")
+    monkeypatch.setitem(registry._REGISTRY, _GangBreaker.name, info)
+    instance = generate_instance(6, 1, 4, 3, gpu_demand_weights={2: 1.0})
+    problem = discretize(instance)
+    assert policy_warm_starts(problem, (_GangBreaker.name,)) == []  # skipped, not raised
+    assert len(policy_warm_starts(problem, (_GangBreaker.name, "sjf-bsbf"))) == 1
 
 
 def test_canonicalize_relabels_without_changing_the_schedule() -> None:
