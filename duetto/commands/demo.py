@@ -102,14 +102,14 @@ def register(app: typer.Typer) -> None:
             f"slot Δ = {outcome['slot']:g} s; oracle {oracle['status']} in {oracle['solve_seconds']:.1f} s "
             f"(objective {oracle['objective']}, bound {oracle['bound']})"
         )
-        skipped: list[str] = []
+        skipped: dict[str, list[str]] = {}  # reason → methods, so a reason shared by several prints once
         table = Table(title="total JCT in the slotted semantics, every schedule validated")
         for column in ("method", "total JCT (s)", "avg JCT (s)", "makespan (s)", "valid", "gap"):
             table.add_column(column, justify="left" if column == "method" else "right")
         for item in outcome["methods"]:
             if item.get("valid") is None:
                 table.add_row(item["method"], "", "", "", "n/a", "")
-                skipped.append(f"{item['method']}: {item['note'].removeprefix('n/a: ')}")
+                skipped.setdefault(item["note"].removeprefix("n/a: "), []).append(item["method"])
                 continue
             gap = item["gap"]
             table.add_row(
@@ -123,5 +123,5 @@ def register(app: typer.Typer) -> None:
         console.print(table)
         if oracle["status"] != "optimal":
             console.print("† gap to the solver's proven lower bound: optimality not proven within the time limit")
-        for line in skipped:
-            console.print(f"[dim]n/a {line}[/]", highlight=False)
+        for reason, methods in skipped.items():
+            console.print(f"[dim]n/a {', '.join(methods)}: {reason}[/]", highlight=False)
