@@ -30,7 +30,6 @@ and validator are optimistic for such groups — a known modelling simplificatio
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -52,7 +51,7 @@ from heuristics.matching import (
 )
 from heuristics.placement import InstanceFacts, Scratch, check_placement
 from heuristics.registry import register_policy
-from heuristics.tiresias import DEFAULT_PROMOTE_KNOB, DEFAULT_THRESHOLDS
+from heuristics.tiresias import DEFAULT_PROMOTE_KNOB, DEFAULT_THRESHOLDS, LasQueues
 
 #: Muri's and Tesserae's scheduling interval (six minutes, both papers).
 DEFAULT_ROUND_LENGTH = 360.0
@@ -508,130 +507,44 @@ class SRSFOrdering(Ordering):
         return keys
 
 
-class LASOrdering(Ordering):
-    """Tiresias' discretised 2D-LAS on attained GPU-time, as :mod:`heuristics.tiresias` ranks jobs.
+class LASOrdering(LasQueues, Ordering):
+    """Tiresias' discretised 2D-LAS on attained GPU-time: the bookkeeping of :mod:`heuristics.tiresias`
+    (:class:`~heuristics.tiresias.LasQueues`: same queues, demotions, starvation promotion and defaults),
+    as an ordering of round-based policies.
 
     A job enters queue 0 and is demoted to queue ``k+1`` once its attained GPU-seconds since its last
     promotion reach ``thresholds[k]``; queues are served in order and, inside one, running jobs before
     pending ones and pending jobs first come first served (a job joins the back of its queue when it
     arrives, is demoted, promoted or preempted). A pending job whose pending time since its last
-    promotion reaches ``promote_knob`` × its attained service since then returns to queue 0.
-    Same defaults as :mod:`heuristics.tiresias` (kept independent of its internals).
+    promotion reaches ``promote_knob`` × its executed time since then returns to queue 0.
     """
 
     def __init__(
         self, thresholds: Sequence[float] = DEFAULT_THRESHOLDS, promote_knob: float = DEFAULT_PROMOTE_KNOB
     ) -> None:
-        limits = tuple(float(t) for t in thresholds)
-        if any(t <= 0 for t in limits) or list(limits) != sorted(limits):
-            raise DuettoInputError(f"must be positive and increasing, got {thresholds!r}", field="thresholds")
-        if not promote_knob >= 0:
-            raise DuettoInputError(f"must be >= 0, got {promote_knob!r}", field="promote_knob")
-        self.thresholds = limits
-        self.promote_knob = float(promote_knob)
         self.queue = None
-        self.facts: InstanceFacts | None = None
-        self._reset_state()
-
-    def _reset_state(self) -> None:
-        self.level: dict[str, int] = {}
-        self.base: dict[str, float] = {}  # attained service at the last promotion
-        self.stamp: dict[str, int] = {}
-        self.pending_since: dict[str, float] = {}
-        self.pending_total: dict[str, float] = {}  # pending time since the last promotion
-        self.promotions: list[tuple[float, int, str]] = []
-        self._counter = 0
+        self.facts = None
+        super().__init__(thresholds, promote_knob)
 
     def bind(self, facts: InstanceFacts) -> None:
         self.facts = facts
         self.queue = PendingQueue(facts, lambda f, v, j: (self.level.get(j, 0), 1, self.stamp.get(j, 0)))
-        self._reset_state()
-
-    def _restamp(self, job_id: str) -> None:
-        self._counter += 1
-        self.stamp[job_id] = self._counter
-
-    def _executed(self, view: ClusterView, job_id: str) -> float:
-        return view.attained_service.get(job_id, 0.0) - self.base.get(job_id, 0.0)
-
-    def _enqueue(self, view: ClusterView, job_id: str) -> None:
-        assert self.queue is not None
-        if job_id not in self.level:  # a new arrival enters queue 0
-            self.level[job_id] = 0
-            self.base[job_id] = 0.0
-            self.pending_total[job_id] = 0.0
-        self._restamp(job_id)
-        self.pending_since[job_id] = view.time
-        self.queue.add(job_id, (self.level[job_id], 1, self.stamp[job_id]))
-        if self.promote_knob > 0 and self.level[job_id] > 0:
-            executed = self._executed(view, job_id)
-            if executed > 0:
-                due = view.time + max(0.0, self.promote_knob * executed - self.pending_total[job_id])
-                heapq.heappush(self.promotions, (due, self.stamp[job_id], job_id))
+        self.reset_queues()
 
     def sync(self, view: ClusterView) -> PendingQueue:
         queue = self.queue
         assert queue is not None
         _resync(queue, view, lambda job_id: self._enqueue(view, job_id))
-        # Demote running jobs whose attained service crossed a threshold.
-        last = len(self.thresholds)
-        for job_id in view.running:
-            level = self.level.get(job_id, 0)
-            if level >= last:
-                continue
-            executed = self._executed(view, job_id)
-            moved = False
-            while level < last and executed >= self.thresholds[level] * (1 - 1e-12):
-                level += 1
-                moved = True
-            if moved:
-                self.level[job_id] = level
-                self._restamp(job_id)
-        # Promote starving pending jobs back to queue 0.
-        now = view.time
-        heap = self.promotions
-        while heap and heap[0][0] <= now * (1 + 1e-12) + 1e-9:
-            _, stamp, job_id = heapq.heappop(heap)
-            if job_id not in queue or self.stamp.get(job_id) != stamp or self.level.get(job_id, 0) == 0:
-                continue  # stale: the job ran, moved or was promoted since
-            self.level[job_id] = 0
-            self.base[job_id] = view.attained_service.get(job_id, 0.0)
-            self.pending_total[job_id] = 0.0
-            self.pending_since[job_id] = now
-            queue.discard(job_id)
-            self._restamp(job_id)
-            queue.add(job_id, (0, 1, self.stamp[job_id]))
+        self._demote_running(view)
+        self._promote_starved(view, queue)
         return queue
 
-    def running_keys(self, view: ClusterView) -> list[tuple[Key, int, str]]:
-        level, stamp = self.level, self.stamp
-        return [((level.get(j, 0), 0, stamp.get(j, 0)), 0, j) for j in view.running]
-
     def started(self, view: ClusterView, job_ids: Iterable[str]) -> None:
-        now = view.time
         for job_id in job_ids:
-            if self._executed(view, job_id) > 0:
-                self.pending_total[job_id] = self.pending_total.get(job_id, 0.0) + (
-                    now - self.pending_since.get(job_id, now)
-                )
+            self._count_pending_time(view, job_id)
 
     def next_change(self, view: ClusterView) -> float:
-        best = math.inf
-        last = len(self.thresholds)
-        for job_id in view.running:
-            level = self.level.get(job_id, 0)
-            if level >= last:
-                continue
-            gpus = len(view.running[job_id].gpus)
-            left = self.thresholds[level] - self._executed(view, job_id)
-            best = min(best, view.time + max(left, 0.0) / gpus)
-        heap = self.promotions
-        queue = self.queue
-        while heap and (queue is None or heap[0][2] not in queue or self.stamp.get(heap[0][2]) != heap[0][1]):
-            heapq.heappop(heap)
-        if heap:
-            best = min(best, heap[0][0])
-        return best
+        return self._next_queue_change(view)
 
 
 def make_ordering(

@@ -54,32 +54,17 @@ def _no_key(facts: InstanceFacts, view: ClusterView, job_id: str) -> Key:  # pra
     raise AssertionError("Tiresias adds pending jobs with explicit keys")
 
 
-class TiresiasPolicy:
-    """Discretised 2D-LAS with starvation promotion (see the module docstring).
+class LasQueues:
+    """The bookkeeping of Tiresias' discretised 2D-LAS (module docstring), shared by :class:`TiresiasPolicy`
+    and the LAS ordering of Muri-L and Tesserae-T (:class:`heuristics.muri.LASOrdering`): per job its
+    queue, its place in the queue, its attained service at the last promotion and its pending time; the
+    demotion of running jobs, the starvation promotion of pending ones and the time of the next of
+    either. Subclasses set ``queue`` (the :class:`PendingQueue` of pending jobs) and ``facts``."""
 
-    Parameters
-    ----------
-    thresholds
-        Attained-service limits (GPU-seconds) between consecutive queues, increasing.
-    promote_knob
-        Starvation promotion factor (0 disables promotion).
-    round_length
-        ``None`` (default): event-driven, woken at the exact instant of each demotion and promotion.
-        A number of seconds: queues are re-evaluated at arrivals, completions and every round instead
-        (e.g. 360, the six-minute interval of Muri and Tesserae), so queue changes wait for the next
-        event or round (with starvation promotion on, far fewer preemptions on overloaded traces).
-    """
+    queue: PendingQueue | None
+    facts: InstanceFacts | None
 
-    preemptive = True
-
-    def __init__(
-        self,
-        *,
-        thresholds: Sequence[float] = DEFAULT_THRESHOLDS,
-        promote_knob: float = DEFAULT_PROMOTE_KNOB,
-        placement: str = "consolidated",
-        round_length: float | None = DEFAULT_ROUND_LENGTH,
-    ) -> None:
+    def __init__(self, thresholds: Sequence[float], promote_knob: float) -> None:
         try:
             limits = tuple(float(t) for t in thresholds)
         except (TypeError, ValueError):
@@ -90,16 +75,9 @@ class TiresiasPolicy:
             raise DuettoInputError(f"must be a number >= 0, got {promote_knob!r}", field="promote_knob")
         self.thresholds = limits
         self.promote_knob = float(promote_knob)
-        if round_length is not None and not (isinstance(round_length, int | float) and round_length > 0):
-            raise DuettoInputError(f"must be a number > 0 or none, got {round_length!r}", field="round_length")
-        self.round_length: float | None = None if round_length is None else float(round_length)
-        self.placement = check_placement(placement)
-        self.name = "tiresias" if placement == "consolidated" else f"tiresias+{placement}"
-        self.reset()
+        self.reset_queues()
 
-    def reset(self) -> None:
-        self.facts: InstanceFacts | None = None
-        self.queue: PendingQueue | None = None
+    def reset_queues(self) -> None:
         self.level: dict[str, int] = {}  # queue index per job
         self.base: dict[str, float] = {}  # attained service at the last promotion
         self.stamp: dict[str, int] = {}  # order inside the queue
@@ -107,11 +85,9 @@ class TiresiasPolicy:
         self.pending_total: dict[str, float] = {}  # pending time since the last promotion
         self.promotions: list[tuple[float, int, str]] = []  # (time, stamp, job) — lazy
         self._counter = 0
-        self._expected: tuple[int, int] = (-1, -1)
         self.promoted = 0
         self.demoted = 0
 
-    # --- bookkeeping -------------------------------------------------------------------------------
     def _restamp(self, job_id: str) -> int:
         self._counter += 1
         self.stamp[job_id] = self._counter
@@ -119,6 +95,11 @@ class TiresiasPolicy:
 
     def _pending_key(self, job_id: str) -> Key:
         return (self.level[job_id], 1, self.stamp[job_id])
+
+    def running_keys(self, view: ClusterView) -> list[tuple[Key, int, str]]:
+        """Running jobs ranked as :func:`~heuristics.baselines.plan_by_priority` wants them."""
+        level, stamp = self.level, self.stamp
+        return [((level.get(j, 0), 0, stamp.get(j, 0)), 0, j) for j in view.running]
 
     def _executed(self, view: ClusterView, job_id: str) -> float:
         return view.attained_service.get(job_id, 0.0) - self.base.get(job_id, 0.0)
@@ -145,21 +126,6 @@ class TiresiasPolicy:
         self.pending_since[job_id] = view.time
         self.queue.add(job_id, self._pending_key(job_id))
         self._schedule_promotion(view, job_id)
-
-    def _sync(self, view: ClusterView) -> PendingQueue:
-        if self.facts is None or self.facts.instance is not view.instance or self.queue is None:
-            self.reset()
-            self.facts = InstanceFacts(view.instance)
-            self.queue = PendingQueue(self.facts, _no_key)
-        queue = self.queue
-        current = view.pending_set if view.pending_set is not None else set(view.pending)
-        if len(current) == len(queue):  # only arrivals and our own actions change it (see PendingQueue)
-            return queue
-        for job_id in queue.members.keys() - current:
-            queue.discard(job_id)
-        for job_id in sorted(current - queue.members.keys(), key=lambda j: (view.instance.job(j).arrival, j)):
-            self._enqueue(view, job_id)
-        return queue
 
     def _demote_running(self, view: ClusterView) -> bool:
         last = len(self.thresholds)
@@ -199,48 +165,18 @@ class TiresiasPolicy:
             promoted = True
         return promoted
 
-    # --- the policy ---------------------------------------------------------------------------------
-    def decide(self, view: ClusterView) -> Sequence[Action]:
-        queue = self._sync(view)
-        changed = self._demote_running(view)
-        changed = self._promote_starved(view, queue) or changed
-        counts = (len(queue), len(view.running))
-        if not len(queue) or (not changed and counts == self._expected):
-            # Same jobs with the same priorities as after the last decision: the same plan.
-            self._expected = counts
-            return []
-        running = [((self.level.get(j, 0), 0, self.stamp.get(j, 0)), 0, j) for j in view.running]
-        preempt, start = plan_by_priority(queue, running, view.instance.cluster.num_gpus)
-        self._expected = (len(queue) + len(preempt), len(view.running) - len(preempt) + len(start))
-        if not start:
-            return []
-        assert self.facts is not None
-        facts = self.facts
-        scratch = Scratch(view, facts)
-        for job_id in preempt:
-            scratch.remove(job_id)
-        actions: list[Action] = [Preempt(job_id) for job_id in preempt]
-        now = view.time
-        for job_id in start:
-            gpus = scratch.pick_free(queue.demand(job_id), self.placement)
-            assert gpus is not None
-            steps = facts.fastest_steps(job_id)
-            scratch.place(job_id, gpus, steps)
-            actions.append(Start(job_id, tuple(gpus), steps))
-            if self.attained_started(view, job_id):
-                self.pending_total[job_id] += now - self.pending_since.get(job_id, now)
-        for job_id in preempt:  # back to the end of their queues, as pending jobs
-            self._enqueue(view, job_id)
-        return actions
+    def _count_pending_time(self, view: ClusterView, job_id: str) -> None:
+        """``job_id`` starts: its pending time since it last ran counts towards starvation."""
+        if self.attained_started(view, job_id):
+            now = view.time
+            self.pending_total[job_id] = self.pending_total.get(job_id, 0.0) + now - self.pending_since.get(job_id, now)
 
     def attained_started(self, view: ClusterView, job_id: str) -> bool:
         """Whether ``job_id`` already ran (its pending time then counts towards starvation)."""
         return self._executed(view, job_id) > 0
 
-    def next_decision_time(self, view: ClusterView) -> float | None:
-        """The next demotion of a running job or promotion of a starving one (exact mode only)."""
-        if self.round_length is not None:
-            return None
+    def _next_queue_change(self, view: ClusterView) -> float:
+        """The next demotion of a running job or promotion of a starving one (``inf``: none)."""
         best = math.inf
         last = len(self.thresholds)
         for job_id in view.running:
@@ -256,6 +192,102 @@ class TiresiasPolicy:
             heapq.heappop(heap)
         if heap:
             best = min(best, heap[0][0])
+        return best
+
+
+class TiresiasPolicy(LasQueues):
+    """Discretised 2D-LAS with starvation promotion (see the module docstring).
+
+    Parameters
+    ----------
+    thresholds
+        Attained-service limits (GPU-seconds) between consecutive queues, increasing.
+    promote_knob
+        Starvation promotion factor (0 disables promotion).
+    round_length
+        ``None`` (default): event-driven, woken at the exact instant of each demotion and promotion.
+        A number of seconds: queues are re-evaluated at arrivals, completions and every round instead
+        (e.g. 360, the six-minute interval of Muri and Tesserae), so queue changes wait for the next
+        event or round (with starvation promotion on, far fewer preemptions on overloaded traces).
+    """
+
+    preemptive = True
+
+    def __init__(
+        self,
+        *,
+        thresholds: Sequence[float] = DEFAULT_THRESHOLDS,
+        promote_knob: float = DEFAULT_PROMOTE_KNOB,
+        placement: str = "consolidated",
+        round_length: float | None = DEFAULT_ROUND_LENGTH,
+    ) -> None:
+        super().__init__(thresholds, promote_knob)
+        if round_length is not None and not (isinstance(round_length, int | float) and round_length > 0):
+            raise DuettoInputError(f"must be a number > 0 or none, got {round_length!r}", field="round_length")
+        self.round_length: float | None = None if round_length is None else float(round_length)
+        self.placement = check_placement(placement)
+        self.name = "tiresias" if placement == "consolidated" else f"tiresias+{placement}"
+        self.reset()
+
+    def reset(self) -> None:
+        self.facts = None
+        self.queue = None
+        self.reset_queues()
+        self._expected: tuple[int, int] = (-1, -1)
+
+    # --- bookkeeping -------------------------------------------------------------------------------
+    def _sync(self, view: ClusterView) -> PendingQueue:
+        if self.facts is None or self.facts.instance is not view.instance or self.queue is None:
+            self.reset()
+            self.facts = InstanceFacts(view.instance)
+            self.queue = PendingQueue(self.facts, _no_key)
+        queue = self.queue
+        current = view.pending_set if view.pending_set is not None else set(view.pending)
+        if len(current) == len(queue):  # only arrivals and our own actions change it (see PendingQueue)
+            return queue
+        for job_id in queue.members.keys() - current:
+            queue.discard(job_id)
+        for job_id in sorted(current - queue.members.keys(), key=lambda j: (view.instance.job(j).arrival, j)):
+            self._enqueue(view, job_id)
+        return queue
+
+    # --- the policy ---------------------------------------------------------------------------------
+    def decide(self, view: ClusterView) -> Sequence[Action]:
+        queue = self._sync(view)
+        changed = self._demote_running(view)
+        changed = self._promote_starved(view, queue) or changed
+        counts = (len(queue), len(view.running))
+        if not len(queue) or (not changed and counts == self._expected):
+            # Same jobs with the same priorities as after the last decision: the same plan.
+            self._expected = counts
+            return []
+        running = self.running_keys(view)
+        preempt, start = plan_by_priority(queue, running, view.instance.cluster.num_gpus)
+        self._expected = (len(queue) + len(preempt), len(view.running) - len(preempt) + len(start))
+        if not start:
+            return []
+        assert self.facts is not None
+        facts = self.facts
+        scratch = Scratch(view, facts)
+        for job_id in preempt:
+            scratch.remove(job_id)
+        actions: list[Action] = [Preempt(job_id) for job_id in preempt]
+        for job_id in start:
+            gpus = scratch.pick_free(queue.demand(job_id), self.placement)
+            assert gpus is not None
+            steps = facts.fastest_steps(job_id)
+            scratch.place(job_id, gpus, steps)
+            actions.append(Start(job_id, tuple(gpus), steps))
+            self._count_pending_time(view, job_id)
+        for job_id in preempt:  # back to the end of their queues, as pending jobs
+            self._enqueue(view, job_id)
+        return actions
+
+    def next_decision_time(self, view: ClusterView) -> float | None:
+        """The next demotion of a running job or promotion of a starving one (exact mode only)."""
+        if self.round_length is not None:
+            return None
+        best = self._next_queue_change(view)
         return best if math.isfinite(best) else None
 
 
