@@ -277,17 +277,30 @@ class SRSFPolicy:
         preempt, start = plan_by_priority(queue, running, view.instance.cluster.num_gpus)
         if not start:
             return []
-        scratch = Scratch(view, facts)
-        for job_id in preempt:
-            scratch.remove(job_id)
-        actions: list[Action] = [Preempt(job_id) for job_id in preempt]
-        for job_id in start:
-            gpus = scratch.pick_free(queue.demand(job_id), self.placement)
-            assert gpus is not None
-            steps = facts.fastest_steps(job_id)
-            scratch.place(job_id, gpus, steps)
-            actions.append(Start(job_id, tuple(gpus), steps))
-        return actions
+        return preempt_and_start(view, facts, queue, preempt, start, self.placement)
+
+
+def preempt_and_start(
+    view: ClusterView,
+    facts: InstanceFacts,
+    queue: PendingQueue,
+    preempt: Sequence[str],
+    start: Sequence[str],
+    placement: str,
+) -> list[Action]:
+    """The actions of a :func:`plan_by_priority` plan: preempt ``preempt``, then start each job of
+    ``start`` exclusively on free GPUs (``placement``) in its fastest mode."""
+    scratch = Scratch(view, facts)
+    for job_id in preempt:
+        scratch.remove(job_id)
+    actions: list[Action] = [Preempt(job_id) for job_id in preempt]
+    for job_id in start:
+        gpus = scratch.pick_free(queue.demand(job_id), placement)
+        assert gpus is not None  # plan_by_priority only starts what fits
+        steps = facts.fastest_steps(job_id)
+        scratch.place(job_id, gpus, steps)
+        actions.append(Start(job_id, tuple(gpus), steps))
+    return actions
 
 
 def _register() -> None:

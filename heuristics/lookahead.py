@@ -463,19 +463,9 @@ class _Sim:
                     break
             else:
                 continue
-            t_b = option.iteration_time
-            alone_b = t_b * i_b
-            shared_a = xi_a * x_a
-            shared_b = xi_b * alone_b
-            if shared_a <= shared_b:
-                overlap = shared_a + 0.5 * (alone_b - shared_a / xi_b)
-            else:
-                overlap = shared_b + 0.5 * (x_a - shared_b / xi_a)
-            sequential = x_a + 0.5 * t_b_alone * i_b
-            if overlap < sequential:
-                result.append((overlap, True, other, gpus, option.steps))
-            else:
-                result.append((sequential, False, other, gpus, option.steps))
+            # A's remaining alone time x_a stands for t_A·i_A (one "iteration" of length x_a)
+            share, pair_jct = pair_verdict(x_a, 1.0, xi_a, option.iteration_time, i_b, xi_b, t_b_alone)
+            result.append((pair_jct, share, other, gpus, option.steps))
         result.sort(key=lambda c: c[0])
         return result
 

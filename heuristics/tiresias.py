@@ -34,9 +34,9 @@ import math
 from collections.abc import Sequence
 
 from formulation.errors import DuettoInputError
-from heuristics.baselines import Key, PendingQueue, plan_by_priority
-from heuristics.core import Action, ClusterView, Preempt, Start
-from heuristics.placement import InstanceFacts, Scratch, check_placement
+from heuristics.baselines import Key, PendingQueue, plan_by_priority, preempt_and_start
+from heuristics.core import Action, ClusterView
+from heuristics.placement import InstanceFacts, check_placement
 from heuristics.registry import register_policy
 
 DEFAULT_THRESHOLDS: tuple[float, ...] = (3250.0, 7200.0)
@@ -267,17 +267,8 @@ class TiresiasPolicy(LasQueues):
         if not start:
             return []
         assert self.facts is not None
-        facts = self.facts
-        scratch = Scratch(view, facts)
-        for job_id in preempt:
-            scratch.remove(job_id)
-        actions: list[Action] = [Preempt(job_id) for job_id in preempt]
+        actions = preempt_and_start(view, self.facts, queue, preempt, start, self.placement)
         for job_id in start:
-            gpus = scratch.pick_free(queue.demand(job_id), self.placement)
-            assert gpus is not None
-            steps = facts.fastest_steps(job_id)
-            scratch.place(job_id, gpus, steps)
-            actions.append(Start(job_id, tuple(gpus), steps))
             self._count_pending_time(view, job_id)
         for job_id in preempt:  # back to the end of their queues, as pending jobs
             self._enqueue(view, job_id)
