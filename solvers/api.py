@@ -26,6 +26,7 @@ import math
 import os
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -51,6 +52,7 @@ from formulation.discretize import (
 from formulation.errors import DuettoInputError, InfeasibleInstanceError
 from formulation.instance import Instance
 from formulation.interference import TableInterference
+from formulation.relaxation import RelaxationBound, pair_coupled_bound
 from formulation.schedule import Schedule
 from solvers.backend_protocol import BackendOutcome, SolverUnavailableError
 from solvers.backends import BackendSpec, check_available, resolve
@@ -232,6 +234,7 @@ class _Tracker:
 
     rejected: int = 0
     final_rejected: bool = False
+    relaxation: dict[str, Any] | None = None  # the coupled LP bound's summary, if it ran
 
     def offer(self, solution: SlotSolution, value: float) -> bool:
         """Keep ``solution`` if it is valid under both completion rules (a rounding near miss can make a
@@ -393,6 +396,7 @@ def solve(
     warm_start: bool = True,
     warm_start_schedule: Schedule | None = None,
     policy_warm_start: bool = True,
+    coupled_bound: bool = True,
     export_model: str | Path | None = None,
     horizon_slots: int | None = None,
     units_per_slot: int | None = None,
@@ -424,6 +428,10 @@ def solve(
     policy_warm_start
         Also simulate SJF-BSBF and its look-ahead in the slotted semantics and start from the best
         (:func:`solvers.warmstart.policy_warm_starts`; a fraction of a second at 50 jobs).
+    coupled_bound
+        While the solver runs, also solve the pair-coupled LP relaxation
+        (:func:`formulation.relaxation.pair_coupled_bound`, total JCT with two jobs per GPU) on one
+        thread and report the larger of its bound and the solver's.
     export_model
         Write the Pyomo model of the same problem to this ``.mps`` / ``.lp`` file before solving.
     horizon_slots
@@ -462,6 +470,7 @@ def solve(
         options,
         warm_start_schedule,
         policy_warm_start,
+        coupled_bound,
     )
     if export_model is not None:
         _export(instance, _portable_instance(instance), slot, settings, export_model)
@@ -575,6 +584,7 @@ def solve_many(
     *,
     warm_start: bool = True,
     policy_warm_start: bool = True,
+    coupled_bound: bool = True,
     horizon_slots: int | None = None,
     units_per_slot: int | None = None,
     options: Mapping[str, Any] | None = None,
@@ -599,7 +609,16 @@ def solve_many(
     for instance in instances:
         check_instance_fits(instance)
     settings = _Settings(
-        spec, float(time_limit), objective, warm_start, horizon_slots, units_per_slot, options, None, policy_warm_start
+        spec,
+        float(time_limit),
+        objective,
+        warm_start,
+        horizon_slots,
+        units_per_slot,
+        options,
+        None,
+        policy_warm_start,
+        coupled_bound,
     )
     worker: _WorkerProcess | None = None
 
@@ -634,6 +653,7 @@ class _Settings:
     options: Mapping[str, Any] | None
     warm_start_schedule: Schedule | None = None
     policy_warm_start: bool = True
+    coupled_bound: bool = True
 
     @property
     def kwargs(self) -> dict[str, Any]:
@@ -717,10 +737,15 @@ def _solve_one(
         "deadline": deadline - margin,
         "options": dict(settings.options or {}),
     }
-    if time.time() < deadline - margin:
-        killed = runner(payload, tracker, deadline + grace, lambda: report_progress("solving"))
-    else:
-        killed = True  # building alone used the time: return the warm start
+    relaxation = _CoupledBound(problem, tracker, deadline - margin) if settings.coupled_bound else None
+    try:
+        if time.time() < deadline - margin:
+            killed = runner(payload, tracker, deadline + grace, lambda: report_progress("solving"))
+        else:
+            killed = True  # building alone used the time: return the warm start
+    finally:
+        if relaxation is not None:
+            relaxation.finish(deadline + grace)
     wall = time.perf_counter() - began_perf
     report_progress("done")
     if tracker.failure is not None and tracker.failure[0] == "unavailable":
@@ -728,6 +753,49 @@ def _solve_one(
     if tracker.failure is not None and tracker.failure[0] == "input_error":
         raise DuettoInputError(tracker.failure[1])
     return _result(spec, problem, tracker, killed, parent_build, wall, objective)
+
+
+class _CoupledBound:
+    """The pair-coupled LP bound (:func:`formulation.relaxation.pair_coupled_bound`) on a thread of the
+    parent while the solver's worker runs: HiGHS releases the GIL, and its time limit ends it before
+    the deadline. A bound it proves is offered to the tracker like the solver's own."""
+
+    def __init__(self, problem: SlottedProblem, tracker: _Tracker, deadline: float) -> None:
+        self.outcome: RelaxationBound | None = None
+        self.error: str | None = None
+        self.tracker = tracker
+        self.thread = threading.Thread(target=self._run, args=(problem, deadline), name="coupled-bound", daemon=True)
+        self.thread.start()
+
+    def _run(self, problem: SlottedProblem, deadline: float) -> None:
+        try:
+            # the Python-side build takes about a second at the default size: leave room for it
+            outcome = pair_coupled_bound(problem, time_limit=max(0.01, deadline - time.time() - 1.0))
+        except Exception as error:  # a bound is an extra; a failure must not lose the solve
+            self.error = f"{type(error).__name__}: {error}"
+            return
+        self.outcome = outcome
+        if outcome.proven:
+            # HiGHS' optimality tolerances: give back a hair before rounding up to an integer objective
+            self.tracker.offer_bound(outcome.value - 1e-6 * max(1.0, abs(outcome.value)))
+
+    def finish(self, hard_deadline: float) -> None:
+        """Wait for the LP until ``hard_deadline`` at most and record its summary in the tracker."""
+        self.thread.join(max(0.0, hard_deadline - time.time()))
+        if self.error is not None:
+            self.tracker.relaxation = {"status": f"failed: {self.error}"}
+        elif self.outcome is None:
+            self.tracker.relaxation = {"status": "time_limit"}
+        else:
+            outcome = self.outcome
+            self.tracker.relaxation = {
+                "status": outcome.status,
+                "bound_slots": outcome.value if outcome.proven else None,
+                "window_slots": outcome.window_slots,
+                "variables": outcome.variables,
+                "constraints": outcome.constraints,
+                "seconds": round(outcome.seconds, 3),
+            }
 
 
 def _export(
@@ -835,6 +903,7 @@ def _result(
             "killed": killed,
             "wall_seconds": round(wall, 4),
             "bound_slots": _bound_slots(problem, tracker),
+            "coupled_bound": tracker.relaxation,
             "objective_slots": problem.objective_slots(evaluate(problem, tracker.best, exact=True)),
         }
     )

@@ -131,6 +131,18 @@ def test_optimum_never_worse_than_warm_start(crosscheck_results: dict[str, Any])
         assert result.objective <= result.stats["warm_start_objective"] + 1e-6
 
 
+def test_coupled_lp_bound_never_exceeds_the_proven_optimum(crosscheck_results: dict[str, Any]) -> None:
+    # the pair-coupled LP (formulation.relaxation) ran next to both solvers on every instance: gangs,
+    # Poisson arrivals, memory-restricted pairs, free and costly sharing; its bound is valid on all
+    proven_bounds = 0
+    for (name, _), result in zip(crosscheck_results["family"], crosscheck_results["cpsat"], strict=True):
+        summary = result.stats["coupled_bound"]
+        if summary["status"] == "optimal":
+            proven_bounds += 1
+            assert summary["bound_slots"] <= result.stats["objective_slots"] + 1e-6, name
+    assert proven_bounds == len(crosscheck_results["family"])
+
+
 @pytest.mark.slow
 def test_larger_crosscheck_slow() -> None:
     """Eight jobs everywhere, including where sharing hurts (HiGHS takes tens of seconds there)."""

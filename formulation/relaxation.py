@@ -1,0 +1,295 @@
+"""A lower bound on total completion time that couples the two jobs of every shared GPU.
+
+Why it exists: the per-job bounds (:func:`formulation.discretize.completion_sum_lower_bound`) and the
+LP relaxations inside the exact models let every job share with its *own* best partner, at the best
+pair's throughput everywhere, and sit 35-40 % below the schedules anyone finds from about 24 jobs on 8
+GPUs (``docs/oracle.md``). Here a shared GPU-slot is one variable that serves *both* of its jobs: it
+counts once against the cluster's GPUs and slows each of the two by its own ratio, so a job can only
+gain from a partner that runs at the same time and pays for it. The bound is the optimum of a
+time-windowed LP (preemption and fractional GPUs allowed), solved by HiGHS.
+
+Per job ``i`` (``G_i`` GPUs, least work ``W_i`` over its modes, ``U`` units per slot alone) and time
+window ``w = [a_w, b_w)``:
+
+* ``r[i,w] ∈ [0, |w ∩ [release_i, latest_end_i)|]``: slots job ``i`` runs in ``w`` (on ``G_i`` GPUs);
+* ``s[i,k,w] ≥ 0`` per pair that may share: GPU-slots on which ``i`` and ``k`` run together;
+* ``p[i,w] ≥ 0``: its useful work in ``w``; ``Σ_w p[i,w] = W_i``.
+
+Constraints (``C = 2``: a GPU holds two jobs at most, so each GPU-slot of ``i`` has one partner at most
+and the shared GPU-slots of different pairs are disjoint):
+
+* GPUs: ``Σ_i G_i·r[i,w] − Σ_{i<k} s[i,k,w] ≤ #GPUs·|w|``;
+* ``s[i,k,w] ≤ min(G_i, G_k)·r[i,w]`` and ``≤ min(G_i, G_k)·r[k,w]``; ``Σ_k s[i,k,w] ≤ G_i·r[i,w]``;
+* progress: ``p[i,w] ≤ U·r[i,w] − loss[i,w]`` with ``λ_ik = U − σ_ik``, ``σ_ik`` the pair speed of ``i``
+  next to ``k`` scaled to its fastest mode's work, in the fastest mode that fits in memory next to
+  some mode of ``k`` (a job's mode is fixed for its whole run; letting it differ is a relaxation).
+  A one-GPU job loses
+  exactly ``Σ_k λ_ik·s[i,k,w]``. A gang runs at its slowest worker's pace: at least
+  ``λ_ik·s[i,k,w] / min(G_i, G_k)`` for each partner (the time they run together), and at least
+  ``Σ_k λ_ik·s[i,k,w] / G_i`` (at any instant the largest ratio is at least the GPU-weighted mean);
+* completion (mean busy time, Goemans): the work of ``i`` is done at a rate of at most ``U`` per slot,
+  so ``E_i ≥ M_i + W_i/(2U)`` with ``M_i`` the mean time of its work; in window ``w`` that work starts
+  at ``a'_w = max(a_w, release_i)`` and takes at least ``p/U`` slots, so its mean time is at least
+  ``a'_w + p/(2U)``; the convex term ``p²/(2U)`` is bounded below by tangents. Also
+  ``E_i ≥ release_i + min_slots_i``.
+
+Minimising ``Σ_i E_i`` gives the bound. Every schedule of the slotted model with objective at most the
+problem's upper bound is a feasible point (its windows come from that bound), so the LP optimum, capped
+by the upper bound, bounds the optimum. Wider windows make a smaller, weaker LP; the width is chosen so
+that the pair-window cells stay within a budget. ``C > 2`` (several partners per GPU) and the makespan
+objective are not covered: the bound is then skipped.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from formulation.discretize import SlottedProblem
+
+DEFAULT_MAX_CELLS = 12_000
+"""Pair-window cells (``s`` variables) the LP may have; the window width grows until it fits."""
+TANGENTS = (0.25, 0.5, 0.75, 1.0)
+"""Where ``p²/(2U)`` is bounded below by its tangent, as fractions of a window's full-speed work."""
+
+
+@dataclass(frozen=True)
+class RelaxationBound:
+    """Result of :func:`pair_coupled_bound`.
+
+    Attributes
+    ----------
+    value
+        The lower bound on ``Σ_j E_j`` in slot units (``nan`` unless ``status == "optimal"``).
+    status
+        ``"optimal"``, ``"time_limit"``, ``"failed: ..."`` or ``"skipped: <reason>"``.
+    window_slots
+        Width of the LP's time windows in slots.
+    variables, constraints
+        LP size.
+    seconds
+        Build and solve time.
+    """
+
+    value: float
+    status: str
+    window_slots: int = 0
+    variables: int = 0
+    constraints: int = 0
+    seconds: float = 0.0
+
+    @property
+    def proven(self) -> bool:
+        """Whether :attr:`value` is a valid bound (the LP was solved to optimality)."""
+        return self.status == "optimal" and math.isfinite(self.value)
+
+
+def _pair_cells(problem: SlottedProblem, width: int) -> int:
+    cells = 0
+    for i, k in problem.sharing_pairs:
+        a, b = problem.jobs[i], problem.jobs[k]
+        lo, hi = max(a.release, b.release), min(a.latest_end, b.latest_end)
+        if hi > lo:
+            cells += (hi - 1) // width - lo // width + 1
+    return cells
+
+
+def choose_window(problem: SlottedProblem, max_cells: int = DEFAULT_MAX_CELLS) -> int:
+    """The narrowest window width (slots) whose pair-window cells fit in ``max_cells``."""
+    width = 1
+    while width < problem.horizon and _pair_cells(problem, width) > max_cells:
+        width = max(width + 1, math.ceil(width * 1.25))
+    return width
+
+
+class _LinearProgram:
+    """Column and row lists for HiGHS (rows as sparse coefficient lists)."""
+
+    def __init__(self) -> None:
+        self.cost: list[float] = []
+        self.lower: list[float] = []
+        self.upper: list[float] = []
+        self.row_lower: list[float] = []
+        self.row_upper: list[float] = []
+        self.starts: list[int] = []
+        self.indices: list[int] = []
+        self.values: list[float] = []
+        self.shared: dict[int, tuple[int, int, int]] = {}  # s column -> (i, k, window)
+        self.gpu_time: dict[int, int] = {}  # r column -> G_i, to report how much of the time is shared
+
+    def column(self, lower: float = 0.0, upper: float = math.inf, cost: float = 0.0) -> int:
+        self.cost.append(cost)
+        self.lower.append(lower)
+        self.upper.append(upper)
+        return len(self.cost) - 1
+
+    def row(self, terms: list[tuple[int, float]], lower: float = -math.inf, upper: float = math.inf) -> None:
+        self.starts.append(len(self.indices))
+        for index, value in terms:
+            self.indices.append(index)
+            self.values.append(value)
+        self.row_lower.append(lower)
+        self.row_upper.append(upper)
+
+
+def _shared_speed(problem: SlottedProblem, i: int, k: int, least_work: int) -> float:
+    """Most progress per slot, in units of job ``i``'s fastest mode, that ``i`` makes next to ``k``: its
+    pair speed in the fastest of its modes that fits in memory next to some mode of ``k`` (a slower
+    mode needs more work for the same job)."""
+    speed = problem.speed[i][k] or 0
+    table = problem.memory_table(i, k)
+    fitting = [mode.work for mode, row in zip(problem.jobs[i].modes, table, strict=True) if any(row)]
+    return speed * least_work / min(fitting) if fitting else 0.0
+
+
+def _build(problem: SlottedProblem, width: int) -> _LinearProgram:
+    jobs = problem.jobs
+    units = problem.units_per_slot
+    gpus = [job.num_gpus for job in jobs]
+    work = [min(mode.work for mode in job.modes) for job in jobs]
+    windows = [(a, min(problem.horizon, a + width)) for a in range(0, problem.horizon, width)]
+    lp = _LinearProgram()
+
+    def job_windows(i: int) -> range:
+        job = jobs[i]
+        return range(job.release // width, (max(job.latest_end, job.release + 1) - 1) // width + 1)
+
+    def available(i: int, w: int) -> int:
+        a, b = windows[w]
+        return max(0, min(b, jobs[i].latest_end) - max(a, jobs[i].release))
+
+    run: dict[tuple[int, int], int] = {}
+    progress: dict[tuple[int, int], int] = {}
+    for i, job in enumerate(jobs):
+        completion = lp.column(lower=job.release + job.min_slots, cost=1.0)
+        mean_busy: list[tuple[int, float]] = [(completion, -1.0)]
+        total: list[tuple[int, float]] = []
+        for w in job_windows(i):
+            length = available(i, w)
+            if length <= 0:
+                continue
+            run[(i, w)] = lp.column(upper=float(length))
+            lp.gpu_time[run[(i, w)]] = job.num_gpus
+            progress[(i, w)] = p = lp.column()
+            total.append((p, 1.0))
+            start = max(windows[w][0], job.release)
+            square = lp.column()  # ≥ p²/(2U), by tangents at x0: p·x0/U − x0²/(2U)
+            for fraction in TANGENTS:
+                x0 = fraction * units * length
+                lp.row([(p, x0 / units), (square, -1.0)], upper=x0 * x0 / (2 * units))
+            mean_busy += [(p, start / work[i]), (square, 1.0 / work[i])]
+        lp.row(total, lower=work[i], upper=work[i])
+        # E_i ≥ Σ_w (a'_w·p + p²/(2U)) / W_i + W_i / (2U)
+        lp.row(mean_busy, upper=-work[i] / (2 * units))
+
+    shared: dict[tuple[int, int], list[tuple[int, int]]] = {}  # (job, window) -> [(s column, partner)]
+    capacity: dict[int, list[tuple[int, float]]] = {}
+    for (i, w), column in run.items():
+        capacity.setdefault(w, []).append((column, float(gpus[i])))
+    for i, k in problem.sharing_pairs:
+        both = min(gpus[i], gpus[k])
+        for w in range(len(windows)):
+            if (i, w) not in run or (k, w) not in run:
+                continue
+            s = lp.column()
+            lp.shared[s] = (i, k, w)
+            lp.row([(s, 1.0), (run[(i, w)], -float(both))], upper=0.0)
+            lp.row([(s, 1.0), (run[(k, w)], -float(both))], upper=0.0)
+            capacity[w].append((s, -1.0))
+            shared.setdefault((i, w), []).append((s, k))
+            shared.setdefault((k, w), []).append((s, i))
+    for w, terms in capacity.items():
+        lp.row(terms, upper=float(problem.num_gpus * (windows[w][1] - windows[w][0])))
+    for (i, w), r in run.items():
+        partners = shared.get((i, w), [])
+        p = progress[(i, w)]
+        if partners:
+            lp.row([(s, 1.0) for s, _ in partners] + [(r, -float(gpus[i]))], upper=0.0)
+        losses = [(s, units - _shared_speed(problem, i, k, work[i]), k) for s, k in partners]
+        if gpus[i] == 1:
+            lp.row([(p, 1.0), (r, -float(units))] + [(s, loss) for s, loss, _ in losses if loss], upper=0.0)
+            continue
+        if not any(loss for _, loss, _ in losses):
+            lp.row([(p, 1.0), (r, -float(units))], upper=0.0)
+            continue
+        slowest = lp.column()
+        lp.row([(p, 1.0), (r, -float(units)), (slowest, 1.0)], upper=0.0)
+        for s, loss, k in losses:
+            if loss:
+                lp.row([(s, loss / min(gpus[i], gpus[k])), (slowest, -1.0)], upper=0.0)
+        lp.row([(s, loss / gpus[i]) for s, loss, _ in losses if loss] + [(slowest, -1.0)], upper=0.0)
+    return lp
+
+
+def pair_coupled_bound(
+    problem: SlottedProblem,
+    *,
+    max_cells: int = DEFAULT_MAX_CELLS,
+    window_slots: int | None = None,
+    time_limit: float | None = None,
+) -> RelaxationBound:
+    """Lower bound on ``Σ_j E_j`` (slot units) from the pair-coupled LP (see the module docstring).
+
+    Parameters
+    ----------
+    problem
+        The slotted problem (its windows, from its upper bound, limit the LP's time axis).
+    max_cells
+        Budget of pair-window cells that sets the window width (ignored if ``window_slots`` is given).
+    window_slots
+        Window width in slots (default: :func:`choose_window`).
+    time_limit
+        Seconds HiGHS may spend; a bound is returned only if the LP is solved to optimality.
+
+    Returns
+    -------
+    RelaxationBound
+        ``value`` capped at the problem's upper bound when it has one.
+    """
+    began = time.perf_counter()
+    if problem.objective != "jct":
+        return RelaxationBound(math.nan, "skipped: the bound is for total JCT only")
+    if problem.capacity != 2:
+        return RelaxationBound(math.nan, "skipped: the bound assumes at most two jobs per GPU")
+    import highspy  # lazily: HiGHS loads a shared library
+
+    width = window_slots or choose_window(problem, max_cells)
+    lp = _build(problem, width)
+    highs = highspy.Highs()
+    highs.setOptionValue("output_flag", False)
+    highs.setOptionValue("threads", 1)
+    if time_limit is not None:
+        highs.setOptionValue("time_limit", max(0.01, float(time_limit)))
+    num_cols, num_rows = len(lp.cost), len(lp.row_lower)
+    inf = highspy.kHighsInf
+
+    def finite(values: list[float]) -> np.ndarray:
+        return np.array([min(max(v, -inf), inf) for v in values], dtype=np.float64)
+
+    highs.addVars(num_cols, finite(lp.lower), finite(lp.upper))
+    highs.changeColsCost(num_cols, np.arange(num_cols, dtype=np.int32), np.array(lp.cost, dtype=np.float64))
+    highs.addRows(
+        num_rows,
+        finite(lp.row_lower),
+        finite(lp.row_upper),
+        len(lp.indices),
+        np.array(lp.starts, dtype=np.int32),
+        np.array(lp.indices, dtype=np.int32),
+        np.array(lp.values, dtype=np.float64),
+    )
+    highs.run()
+    model_status = highs.getModelStatus()
+    seconds = time.perf_counter() - began
+    if model_status == highspy.HighsModelStatus.kOptimal:
+        value = float(highs.getInfo().objective_function_value)
+        if problem.upper_bound_value is not None:
+            value = min(value, float(problem.upper_bound_value))
+        status = "optimal"
+    else:
+        value = math.nan
+        timed_out = model_status == highspy.HighsModelStatus.kTimeLimit
+        status = "time_limit" if timed_out else f"failed: {highs.modelStatusToString(model_status)}"
+    return RelaxationBound(value, status, width, num_cols, num_rows, seconds)
