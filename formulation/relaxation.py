@@ -5,39 +5,44 @@ LP relaxations inside the exact models let every job share with its *own* best p
 pair's throughput everywhere, and sit 35-40 % below the schedules anyone finds from about 24 jobs on 8
 GPUs (``docs/oracle.md``). Here a shared GPU-slot is one variable that serves *both* of its jobs: it
 counts once against the cluster's GPUs and slows each of the two by its own ratio, so a job can only
-gain from a partner that runs at the same time and pays for it. The bound is the optimum of a
-time-windowed LP (preemption and fractional GPUs allowed), solved by HiGHS.
+gain from a partner that runs at the same time and pays for it. Each job's run is one block of
+slots, convexified: the LP holds the distributions of its start and its end. The bound is the optimum
+of this LP (fractional runs and GPUs allowed), solved by HiGHS.
 
-Per job ``i`` (``G_i`` GPUs, least work ``W_i`` over its modes, ``U`` units per slot alone) and time
-window ``w = [a_w, b_w)``:
+Per job ``i`` (``G_i`` GPUs, least work ``W_i`` over its modes, ``U`` units per slot alone, run length
+``d_i ≤ E_i − S_i ≤ D̄_i``), slot ``t`` and time window ``w = [a_w, b_w)`` (a few slots):
 
-* ``r[i,w] ∈ [0, |w ∩ [release_i, latest_end_i)|]``: slots job ``i`` runs in ``w`` (on ``G_i`` GPUs);
+* ``X[i,t] = P(S_i ≤ t)``, ``Y[i,t] = P(E_i ≤ t)``: nondecreasing, ``Y[i,t] ≤ X[i,t−d_i]`` and
+  ``X[i,t] ≤ Y[i,t+D̄_i]`` (a quantile coupling of the two then gives every run a length in
+  ``[d_i, D̄_i]``, so these marginals are exactly the convex hull of single runs); slot ``t`` is
+  occupied with probability ``X − Y`` and ``E_i = Σ_t (1 − Y[i,t])``;
+* ``r[i,w] = Σ_{t∈w} (X[i,t] − Y[i,t])``: slots job ``i`` runs in ``w`` (on ``G_i`` GPUs);
 * ``s[i,k,w] ≥ 0`` per pair that may share: GPU-slots on which ``i`` and ``k`` run together;
 * ``p[i,w] ≥ 0``: its useful work in ``w``; ``Σ_w p[i,w] = W_i``.
 
 Constraints (``C = 2``: a GPU holds two jobs at most, so each GPU-slot of ``i`` has one partner at most
 and the shared GPU-slots of different pairs are disjoint):
 
-* GPUs: ``Σ_i G_i·r[i,w] − Σ_{i<k} s[i,k,w] ≤ #GPUs·|w|``;
+* GPUs: per slot, the GPUs in use beyond ``#GPUs`` are shared ones:
+  ``e_t ≥ Σ_i G_i·(X[i,t] − Y[i,t]) − #GPUs``, ``e_t ≥ 0``, and ``Σ_{t∈w} e_t ≤ Σ_{i<k} s[i,k,w]``;
 * ``s[i,k,w] ≤ min(G_i, G_k)·r[i,w]`` and ``≤ min(G_i, G_k)·r[k,w]``; ``Σ_k s[i,k,w] ≤ G_i·r[i,w]``;
 * progress: ``p[i,w] ≤ U·r[i,w] − loss[i,w]`` with ``λ_ik = U − σ_ik``, ``σ_ik`` the pair speed of ``i``
   next to ``k`` scaled to its fastest mode's work, in the fastest mode that fits in memory next to
   some mode of ``k`` (a job's mode is fixed for its whole run; letting it differ is a relaxation).
-  A one-GPU job loses
-  exactly ``Σ_k λ_ik·s[i,k,w]``. A gang runs at its slowest worker's pace: at least
-  ``λ_ik·s[i,k,w] / min(G_i, G_k)`` for each partner (the time they run together), and at least
+  A one-GPU job loses exactly ``Σ_k λ_ik·s[i,k,w]``. A gang runs at its slowest worker's pace: at
+  least ``λ_ik·s[i,k,w] / min(G_i, G_k)`` for each partner (the time they run together), and at least
   ``Σ_k λ_ik·s[i,k,w] / G_i`` (at any instant the largest ratio is at least the GPU-weighted mean);
-* completion (mean busy time, Goemans): the work of ``i`` is done at a rate of at most ``U`` per slot,
-  so ``E_i ≥ M_i + W_i/(2U)`` with ``M_i`` the mean time of its work; in window ``w`` that work starts
-  at ``a'_w = max(a_w, release_i)`` and takes at least ``p/U`` slots, so its mean time is at least
-  ``a'_w + p/(2U)``; the convex term ``p²/(2U)`` is bounded below by tangents. Also
-  ``E_i ≥ release_i + min_slots_i``.
+* completion, also by mean busy time (Goemans): the work of ``i`` is done at a rate of at most ``U``
+  per slot, so ``E_i ≥ M_i + W_i/(2U)`` with ``M_i`` the mean time of its work; in window ``w`` that
+  work starts at ``a'_w = max(a_w, release_i)`` and takes at least ``p/U`` slots, so its mean time is
+  at least ``a'_w + p/(2U)``; the convex term ``p²/(2U)`` is bounded below by tangents. Also
+  ``E_i ≥ release_i + d_i``.
 
 Minimising ``Σ_i E_i`` gives the bound. Every schedule of the slotted model with objective at most the
 problem's upper bound is a feasible point (its windows come from that bound), so the LP optimum, capped
 by the upper bound, bounds the optimum. Wider windows make a smaller, weaker LP; the width is chosen so
-that the pair-window cells stay within a budget. ``C > 2`` (several partners per GPU) and the makespan
-objective are not covered: the bound is then skipped.
+that the pair-window cells stay within a budget, and an LP that would still be too large is skipped.
+``C > 2`` (several partners per GPU) and the makespan objective are not covered: skipped too.
 """
 
 from __future__ import annotations
@@ -48,10 +53,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from formulation.discretize import SlottedProblem
+from formulation.discretize import SlotJob, SlottedProblem
 
 DEFAULT_MAX_CELLS = 12_000
 """Pair-window cells (``s`` variables) the LP may have; the window width grows until it fits."""
+DEFAULT_MAX_COLUMNS = 40_000
+"""Above this many columns (start/end distributions plus cells) the LP is skipped: measured on 8
+GPUs, 33 k columns solve in about 14 s (32 jobs), 57 k in 90 s (50 jobs, where windows of 50-60
+slots also make it weaker than the static bound)."""
 TANGENTS = (0.25, 0.5, 0.75, 1.0)
 """Where ``p²/(2U)`` is bounded below by its tangent, as fractions of a window's full-speed work."""
 
@@ -145,6 +154,75 @@ def _shared_speed(problem: SlottedProblem, i: int, k: int, least_work: int) -> f
     return speed * least_work / min(fitting) if fitting else 0.0
 
 
+def _start_end_rows(
+    lp: _LinearProgram,
+    job: SlotJob,
+    completion: int,
+    run: dict[int, int],
+    width: int,
+    occupancy: dict[int, tuple[list[tuple[int, float]], list[float]]],
+) -> None:
+    """Non-preemption, convexified: the distributions of the start and the end (cumulative
+    ``X_t = P(S ≤ t)``, ``Y_t = P(E ≤ t)``) with ``d ≤ E − S ≤ D̄`` as ``Y_t ≤ X_{t−d}`` and
+    ``X_t ≤ Y_{t+D̄}`` (the quantile coupling then gives every run a length in ``[d, D̄]``); slot ``t``
+    is occupied with probability ``X_t − Y_t`` and ``E = Σ_t (1 − Y_t)``."""
+    release, latest, d = job.release, job.latest_end, job.min_slots
+    longest = max(d, min(job.max_slots, latest - release))
+    x: dict[int, int | None] = {}
+    y: dict[int, int | None] = {}
+    previous = None
+    for t in range(release, latest):
+        if t >= latest - d:
+            x[t] = None  # started for sure
+            continue
+        x[t] = column = lp.column(upper=1.0)
+        if previous is not None:
+            lp.row([(column, 1.0), (previous, -1.0)], lower=0.0)
+        previous = column
+    previous = None
+    for t in range(release, latest):
+        if t < release + d:
+            y[t] = -1  # sentinel: ended with probability 0
+            continue
+        y[t] = column = lp.column(upper=1.0)
+        if previous is not None:
+            lp.row([(column, 1.0), (previous, -1.0)], lower=0.0)
+        previous = column
+        start = x.get(t - d)
+        if start is not None:
+            lp.row([(column, 1.0), (start, -1.0)], upper=0.0)  # Y_t ≤ X_{t−d}
+    for t in range(release, latest):
+        start = x[t]
+        end = y.get(t + longest)
+        if start is not None and end is not None and end >= 0:
+            lp.row([(start, 1.0), (end, -1.0)], upper=0.0)  # X_t ≤ Y_{t+D̄}
+    # E = Σ_t (1 − Y_t): E + Σ Y_t ≥ latest
+    lp.row([(completion, 1.0)] + [(c, 1.0) for c in y.values() if c is not None and c >= 0], lower=float(latest))
+    # occupied in slot t with probability X_t − Y_t: for the per-slot GPU count
+    for t in range(release, latest):
+        xt, yt = x[t], y[t]
+        entry = occupancy.setdefault(t, ([], [0.0]))
+        if xt is None:
+            entry[1][0] += job.num_gpus
+        else:
+            entry[0].append((xt, float(job.num_gpus)))
+        if yt is not None and yt >= 0:
+            entry[0].append((yt, -float(job.num_gpus)))
+    # run time in each window = Σ_t (X_t − Y_t)
+    for w, r in run.items():
+        terms: list[tuple[int, float]] = [(r, 1.0)]
+        constant = 0.0
+        for t in range(max(release, w * width), min(latest, (w + 1) * width)):
+            xt, yt = x[t], y[t]
+            if xt is None:
+                constant += 1.0
+            else:
+                terms.append((xt, -1.0))
+            if yt is not None and yt >= 0:
+                terms.append((yt, 1.0))
+        lp.row(terms, lower=constant, upper=constant)
+
+
 def _build(problem: SlottedProblem, width: int) -> _LinearProgram:
     jobs = problem.jobs
     units = problem.units_per_slot
@@ -163,6 +241,7 @@ def _build(problem: SlottedProblem, width: int) -> _LinearProgram:
 
     run: dict[tuple[int, int], int] = {}
     progress: dict[tuple[int, int], int] = {}
+    occupancy: dict[int, tuple[list[tuple[int, float]], list[float]]] = {}
     for i, job in enumerate(jobs):
         completion = lp.column(lower=job.release + job.min_slots, cost=1.0)
         mean_busy: list[tuple[int, float]] = [(completion, -1.0)]
@@ -184,11 +263,12 @@ def _build(problem: SlottedProblem, width: int) -> _LinearProgram:
         lp.row(total, lower=work[i], upper=work[i])
         # E_i ≥ Σ_w (a'_w·p + p²/(2U)) / W_i + W_i / (2U)
         lp.row(mean_busy, upper=-work[i] / (2 * units))
+        _start_end_rows(
+            lp, job, completion, {w: run[(i, w)] for w in job_windows(i) if (i, w) in run}, width, occupancy
+        )
 
     shared: dict[tuple[int, int], list[tuple[int, int]]] = {}  # (job, window) -> [(s column, partner)]
-    capacity: dict[int, list[tuple[int, float]]] = {}
-    for (i, w), column in run.items():
-        capacity.setdefault(w, []).append((column, float(gpus[i])))
+    shared_in_window: dict[int, list[tuple[int, float]]] = {}
     for i, k in problem.sharing_pairs:
         both = min(gpus[i], gpus[k])
         for w in range(len(windows)):
@@ -198,11 +278,18 @@ def _build(problem: SlottedProblem, width: int) -> _LinearProgram:
             lp.shared[s] = (i, k, w)
             lp.row([(s, 1.0), (run[(i, w)], -float(both))], upper=0.0)
             lp.row([(s, 1.0), (run[(k, w)], -float(both))], upper=0.0)
-            capacity[w].append((s, -1.0))
+            shared_in_window.setdefault(w, []).append((s, -1.0))
             shared.setdefault((i, w), []).append((s, k))
             shared.setdefault((k, w), []).append((s, i))
-    for w, terms in capacity.items():
-        lp.row(terms, upper=float(problem.num_gpus * (windows[w][1] - windows[w][0])))
+    # GPUs, per slot: the GPUs in use beyond #GPUs are shared ones, e_t ≥ Σ_i G_i·occ_it − #GPUs, and
+    # the window's shared GPU time pays for them: Σ_{t∈w} e_t ≤ Σ_{i<k} s[i,k,w] (C = 2)
+    excess: dict[int, list[tuple[int, float]]] = {}
+    for t, (terms, constant) in sorted(occupancy.items()):
+        e = lp.column()
+        lp.row([(e, 1.0)] + [(c, -v) for c, v in terms], lower=constant[0] - problem.num_gpus)
+        excess.setdefault(t // width, []).append((e, 1.0))
+    for w, terms in excess.items():
+        lp.row(terms + shared_in_window.get(w, []), upper=0.0)
     for (i, w), r in run.items():
         partners = shared.get((i, w), [])
         p = progress[(i, w)]
@@ -228,6 +315,7 @@ def pair_coupled_bound(
     problem: SlottedProblem,
     *,
     max_cells: int = DEFAULT_MAX_CELLS,
+    max_columns: int = DEFAULT_MAX_COLUMNS,
     window_slots: int | None = None,
     time_limit: float | None = None,
 ) -> RelaxationBound:
@@ -239,6 +327,8 @@ def pair_coupled_bound(
         The slotted problem (its windows, from its upper bound, limit the LP's time axis).
     max_cells
         Budget of pair-window cells that sets the window width (ignored if ``window_slots`` is given).
+    max_columns
+        Skip the LP (status ``"skipped: ..."``) when its estimated size exceeds this.
     window_slots
         Window width in slots (default: :func:`choose_window`).
     time_limit
@@ -257,6 +347,11 @@ def pair_coupled_bound(
     import highspy  # lazily: HiGHS loads a shared library
 
     width = window_slots or choose_window(problem, max_cells)
+    columns = 2 * sum(job.latest_end - job.release for job in problem.jobs) + _pair_cells(problem, width)
+    if columns > max_columns:
+        return RelaxationBound(
+            math.nan, f"skipped: about {columns} columns (more than {max_columns})", width, columns, 0, 0.0
+        )
     lp = _build(problem, width)
     highs = highspy.Highs()
     highs.setOptionValue("output_flag", False)

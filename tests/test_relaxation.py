@@ -15,6 +15,7 @@ from formulation.interference import TableInterference
 from formulation.relaxation import choose_window, pair_coupled_bound
 from formulation.speed import Profile
 from solvers import SolveStatus, solve
+from solvers.warmstart import warm_start
 
 
 def one_pair_and_a_loner() -> Instance:
@@ -27,8 +28,8 @@ def one_pair_and_a_loner() -> Instance:
 def test_coupled_bound_is_exact_where_the_per_job_bound_is_not() -> None:
     # Optimum: a and b together in [0, 10), then c: 10 + 10 + 20 = 40 slots of 1 s. The per-job bound
     # lets all three jobs' area flow at the best pair's throughput (2 per slot): (5 + 15 + 25)/2 + 15 =
-    # 37.5 → 38. The coupled LP knows that c's GPU time serves c alone: just under 40 (the tangents of
-    # the mean-busy-time term), which rounds up to 40 since the objective is a whole number of slots.
+    # 37.5 → 38. The coupled LP knows that c's GPU time serves c alone: 40 up to LP tolerances, so it
+    # rounds up to 40 (the objective is a whole number of slots).
     instance = one_pair_and_a_loner()
     problem = discretize(instance, slot=1.0)
     assert completion_sum_lower_bound(problem) == 38
@@ -62,27 +63,33 @@ def test_coupled_bound_never_exceeds_a_proven_optimum(seed: int) -> None:
 
 
 def test_coupled_bound_raises_the_reported_bound_on_a_contended_instance() -> None:
-    # 16 jobs on 8 GPUs: the per-job bounds let every job share with its own best partner; the coupled
-    # LP (solved while CP-SAT runs) gives the larger bound, so the reported gap shrinks
-    instance = generate_instance(16, 2, 4, 0)
-    with_lp = solve(instance, "cpsat", time_limit=8)
+    # 12 jobs on 8 GPUs with HiGHS: the Pyomo model's LP lets every job share with its own best
+    # partner; the coupled LP (solved on a thread while HiGHS runs) gives the larger bound, so the
+    # reported gap shrinks
+    instance = generate_instance(12, 2, 4, 0)
+    slot = choose_slot(instance, 40)
+    with_lp = solve(instance, "highs", time_limit=8, slot=slot)
     summary = with_lp.stats["coupled_bound"]
     assert summary["status"] == "optimal"
-    problem = discretize(instance, slot=with_lp.stats["problem"]["slot_seconds"])
+    problem = discretize(instance, slot=slot)
     assert summary["bound_slots"] > completion_sum_lower_bound(problem)
     assert with_lp.stats["bound_slots"] >= math.ceil(summary["bound_slots"] - 1e-5)
-    without = solve(instance, "cpsat", time_limit=8, coupled_bound=False)
+    without = solve(instance, "highs", time_limit=8, slot=slot, coupled_bound=False)
     assert without.stats["coupled_bound"] is None
     assert with_lp.bound > without.bound
 
 
 def test_window_width_grows_with_a_smaller_budget() -> None:
-    problem = discretize(generate_instance(12, 2, 4, 1))
+    base = discretize(generate_instance(12, 2, 4, 1))
+    problem = base.with_upper_bound(warm_start(base))  # windows from a schedule: a shorter horizon
     wide, narrow = choose_window(problem, max_cells=500), choose_window(problem, max_cells=50_000)
     assert wide > narrow >= 1
     coarse = pair_coupled_bound(problem, window_slots=wide)
     assert coarse.proven and coarse.window_slots == wide
     assert coarse.variables < pair_coupled_bound(problem, window_slots=narrow).variables
+    # without windows the horizon is the serial schedule's: too large an LP is skipped, not started
+    too_large = pair_coupled_bound(base, max_columns=20_000)
+    assert too_large.status.startswith("skipped") and "columns" in too_large.status and too_large.seconds == 0.0
 
 
 def test_coupled_bound_is_skipped_where_it_does_not_apply() -> None:

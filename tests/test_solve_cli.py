@@ -58,6 +58,13 @@ def test_json_summary_and_schedule_file(
         assert key in summary
     assert summary["status"] == "optimal" and summary["gap"] == 0.0
     assert summary["objective"] == summary["bound"]
+    coupled = summary["stats"]["coupled_bound"]  # the pair-coupled LP ran beside CP-SAT
+    assert coupled["status"] == "optimal" and coupled["bound_slots"] <= summary["stats"]["objective_slots"] + 1e-6
+    without = runner.invoke(
+        app, ["solve", str(path), "--time-limit", "30", "--slot", str(slot), "--json", "--no-coupled-bound"]
+    )
+    assert without.exit_code == 0, without.output
+    assert json.loads(without.stdout)["stats"]["coupled_bound"] is None
     instance = io.load_instance(path)
     schedule = io.load_schedule(out)
     assert schedule.slot == slot and schedule.producer == "cpsat"

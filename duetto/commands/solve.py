@@ -86,6 +86,13 @@ def register(app: typer.Typer) -> None:
                 help="also start from SJF-BSBF and its look-ahead simulated in the slotted semantics",
             ),
         ] = True,
+        coupled_bound: Annotated[
+            bool,
+            typer.Option(
+                "--coupled-bound/--no-coupled-bound",
+                help="also solve the pair-coupled LP relaxation (HiGHS, one thread) for a stronger bound",
+            ),
+        ] = True,
         threads: Annotated[
             int | None, typer.Option("--threads", help="solver threads / CP-SAT workers (default 2 for CP-SAT)")
         ] = None,
@@ -109,6 +116,7 @@ def register(app: typer.Typer) -> None:
             "options": options,
             "warm_start_schedule": initial,
             "policy_warm_start": policy_warm_start,
+            "coupled_bound": coupled_bound,
         }
         show = not quiet and not json_output and error_console.is_terminal
         if show:
