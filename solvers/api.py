@@ -30,7 +30,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as mp_wait
 from pathlib import Path
@@ -235,6 +235,8 @@ class _Tracker:
     rejected: int = 0
     final_rejected: bool = False
     relaxation: dict[str, Any] | None = None  # the coupled LP bound's summary, if it ran
+    # the coupled LP's thread offers bounds too: compare-and-set under a lock
+    _bound_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def offer(self, solution: SlotSolution, value: float) -> bool:
         """Keep ``solution`` if it is valid under both completion rules (a rounding near miss can make a
@@ -251,8 +253,9 @@ class _Tracker:
         return True
 
     def offer_bound(self, bound: float) -> None:
-        if math.isfinite(bound) and bound > self.bound:
-            self.bound = bound
+        with self._bound_lock:
+            if math.isfinite(bound) and bound > self.bound:
+                self.bound = bound
 
 
 def _handle(tracker: _Tracker, message: tuple[Any, ...]) -> None:
