@@ -81,6 +81,9 @@ class RelaxationBound:
         LP size.
     seconds
         Build and solve time.
+    shared_fraction
+        Share of the busy GPU time the LP's optimum spends with two jobs on a GPU (a diagnostic: how
+        much the relaxation leans on sharing).
     """
 
     value: float
@@ -89,6 +92,7 @@ class RelaxationBound:
     variables: int = 0
     constraints: int = 0
     seconds: float = 0.0
+    shared_fraction: float = math.nan
 
     @property
     def proven(self) -> bool:
@@ -127,7 +131,7 @@ class _LinearProgram:
         self.indices: list[int] = []
         self.values: list[float] = []
         self.shared: dict[int, tuple[int, int, int]] = {}  # s column -> (i, k, window)
-        self.gpu_time: dict[int, int] = {}  # r column -> G_i, to report how much of the time is shared
+        self.gpu_time: dict[int, int] = {}  # r column -> G_i, for the shared fraction
 
     def column(self, lower: float = 0.0, upper: float = math.inf, cost: float = 0.0) -> int:
         self.cost.append(cost)
@@ -160,7 +164,8 @@ def _start_end_rows(
     completion: int,
     run: dict[int, int],
     width: int,
-    occupancy: dict[int, tuple[list[tuple[int, float]], list[float]]],
+    occupied: dict[int, list[tuple[int, float]]],
+    occupied_for_sure: dict[int, float],
 ) -> None:
     """Non-preemption, convexified: the distributions of the start and the end (cumulative
     ``X_t = P(S ≤ t)``, ``Y_t = P(E ≤ t)``) with ``d ≤ E − S ≤ D̄`` as ``Y_t ≤ X_{t−d}`` and
@@ -198,16 +203,16 @@ def _start_end_rows(
             lp.row([(start, 1.0), (end, -1.0)], upper=0.0)  # X_t ≤ Y_{t+D̄}
     # E = Σ_t (1 − Y_t): E + Σ Y_t ≥ latest
     lp.row([(completion, 1.0)] + [(c, 1.0) for c in y.values() if c is not None and c >= 0], lower=float(latest))
-    # occupied in slot t with probability X_t − Y_t: for the per-slot GPU count
+    # occupied in slot t with probability X_t − Y_t: G·X_t − G·Y_t GPUs for the per-slot count
     for t in range(release, latest):
         xt, yt = x[t], y[t]
-        entry = occupancy.setdefault(t, ([], [0.0]))
+        gpu_terms = occupied.setdefault(t, [])
         if xt is None:
-            entry[1][0] += job.num_gpus
+            occupied_for_sure[t] = occupied_for_sure.get(t, 0.0) + job.num_gpus
         else:
-            entry[0].append((xt, float(job.num_gpus)))
+            gpu_terms.append((xt, float(job.num_gpus)))
         if yt is not None and yt >= 0:
-            entry[0].append((yt, -float(job.num_gpus)))
+            gpu_terms.append((yt, -float(job.num_gpus)))
     # run time in each window = Σ_t (X_t − Y_t)
     for w, r in run.items():
         terms: list[tuple[int, float]] = [(r, 1.0)]
@@ -241,7 +246,8 @@ def _build(problem: SlottedProblem, width: int) -> _LinearProgram:
 
     run: dict[tuple[int, int], int] = {}
     progress: dict[tuple[int, int], int] = {}
-    occupancy: dict[int, tuple[list[tuple[int, float]], list[float]]] = {}
+    occupied: dict[int, list[tuple[int, float]]] = {}  # slot -> G_i·X_it and −G_i·Y_it terms
+    occupied_for_sure: dict[int, float] = {}  # slot -> GPUs of jobs surely started (X = 1)
     for i, job in enumerate(jobs):
         completion = lp.column(lower=job.release + job.min_slots, cost=1.0)
         mean_busy: list[tuple[int, float]] = [(completion, -1.0)]
@@ -264,7 +270,13 @@ def _build(problem: SlottedProblem, width: int) -> _LinearProgram:
         # E_i ≥ Σ_w (a'_w·p + p²/(2U)) / W_i + W_i / (2U)
         lp.row(mean_busy, upper=-work[i] / (2 * units))
         _start_end_rows(
-            lp, job, completion, {w: run[(i, w)] for w in job_windows(i) if (i, w) in run}, width, occupancy
+            lp,
+            job,
+            completion,
+            {w: run[(i, w)] for w in job_windows(i) if (i, w) in run},
+            width,
+            occupied,
+            occupied_for_sure,
         )
 
     shared: dict[tuple[int, int], list[tuple[int, int]]] = {}  # (job, window) -> [(s column, partner)]
@@ -284,9 +296,9 @@ def _build(problem: SlottedProblem, width: int) -> _LinearProgram:
     # GPUs, per slot: the GPUs in use beyond #GPUs are shared ones, e_t ≥ Σ_i G_i·occ_it − #GPUs, and
     # the window's shared GPU time pays for them: Σ_{t∈w} e_t ≤ Σ_{i<k} s[i,k,w] (C = 2)
     excess: dict[int, list[tuple[int, float]]] = {}
-    for t, (terms, constant) in sorted(occupancy.items()):
+    for t, terms in sorted(occupied.items()):
         e = lp.column()
-        lp.row([(e, 1.0)] + [(c, -v) for c, v in terms], lower=constant[0] - problem.num_gpus)
+        lp.row([(e, 1.0)] + [(c, -v) for c, v in terms], lower=occupied_for_sure.get(t, 0.0) - problem.num_gpus)
         excess.setdefault(t // width, []).append((e, 1.0))
     for w, terms in excess.items():
         lp.row(terms + shared_in_window.get(w, []), upper=0.0)
@@ -378,13 +390,18 @@ def pair_coupled_bound(
     highs.run()
     model_status = highs.getModelStatus()
     seconds = time.perf_counter() - began
+    shared_fraction = math.nan
     if model_status == highspy.HighsModelStatus.kOptimal:
         value = float(highs.getInfo().objective_function_value)
         if problem.upper_bound_value is not None:
             value = min(value, float(problem.upper_bound_value))
         status = "optimal"
+        solution = highs.getSolution().col_value
+        busy = sum(solution[column] * count for column, count in lp.gpu_time.items())
+        if busy > 0:
+            shared_fraction = sum(solution[column] for column in lp.shared) / busy
     else:
         value = math.nan
         timed_out = model_status == highspy.HighsModelStatus.kTimeLimit
         status = "time_limit" if timed_out else f"failed: {highs.modelStatusToString(model_status)}"
-    return RelaxationBound(value, status, width, num_cols, num_rows, seconds)
+    return RelaxationBound(value, status, width, num_cols, num_rows, seconds, shared_fraction)

@@ -798,6 +798,7 @@ class _CoupledBound:
                 "variables": outcome.variables,
                 "constraints": outcome.constraints,
                 "seconds": round(outcome.seconds, 3),
+                "shared_fraction": None if math.isnan(outcome.shared_fraction) else round(outcome.shared_fraction, 4),
             }
 
 

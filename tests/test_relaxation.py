@@ -37,6 +37,8 @@ def test_coupled_bound_is_exact_where_the_per_job_bound_is_not() -> None:
     assert bound.proven and bound.window_slots == 1
     assert 39.5 < bound.value <= 40.0 + 1e-6
     assert math.ceil(bound.value - 1e-6) == 40
+    # of the 30 busy GPU-slots (10 per job), a and b spend 10 on one GPU together
+    assert bound.shared_fraction == pytest.approx(1 / 3, abs=0.01)
     result = solve(instance, "cpsat", time_limit=20, slot=1.0)
     assert result.status is SolveStatus.OPTIMAL
     assert result.objective == pytest.approx(40.0)
