@@ -344,7 +344,7 @@ def pair_coupled_bound(
     window_slots
         Window width in slots (default: :func:`choose_window`).
     time_limit
-        Seconds HiGHS may spend; a bound is returned only if the LP is solved to optimality.
+        Seconds for building and solving; a bound is returned only if the LP is solved to optimality.
 
     Returns
     -------
@@ -368,8 +368,8 @@ def pair_coupled_bound(
     highs = highspy.Highs()
     highs.setOptionValue("output_flag", False)
     highs.setOptionValue("threads", 1)
-    if time_limit is not None:
-        highs.setOptionValue("time_limit", max(0.01, float(time_limit)))
+    if time_limit is not None:  # counted from the call: building the LP takes part of it
+        highs.setOptionValue("time_limit", max(0.01, float(time_limit) - (time.perf_counter() - began)))
     num_cols, num_rows = len(lp.cost), len(lp.row_lower)
     inf = highspy.kHighsInf
 

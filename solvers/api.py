@@ -772,8 +772,7 @@ class _CoupledBound:
 
     def _run(self, problem: SlottedProblem, deadline: float) -> None:
         try:
-            # the Python-side build takes about a second at the default size: leave room for it
-            outcome = pair_coupled_bound(problem, time_limit=max(0.01, deadline - time.time() - 1.0))
+            outcome = pair_coupled_bound(problem, time_limit=max(0.01, deadline - time.time()))
         except Exception as error:  # a bound is an extra; a failure must not lose the solve
             self.error = f"{type(error).__name__}: {error}"
             return
