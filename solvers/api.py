@@ -767,6 +767,7 @@ class _CoupledBound:
         self.outcome: RelaxationBound | None = None
         self.error: str | None = None
         self.tracker = tracker
+        self.problem = problem
         self.thread = threading.Thread(target=self._run, args=(problem, deadline), name="coupled-bound", daemon=True)
         self.thread.start()
 
@@ -793,6 +794,9 @@ class _CoupledBound:
             self.tracker.relaxation = {
                 "status": outcome.status,
                 "bound_slots": outcome.value if outcome.proven else None,
+                "bound_seconds": (
+                    self.problem.objective_seconds(math.ceil(outcome.value - _BOUND_TOL)) if outcome.proven else None
+                ),
                 "window_slots": outcome.window_slots,
                 "variables": outcome.variables,
                 "constraints": outcome.constraints,

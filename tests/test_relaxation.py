@@ -43,6 +43,7 @@ def test_coupled_bound_is_exact_where_the_per_job_bound_is_not() -> None:
     assert result.status is SolveStatus.OPTIMAL
     assert result.objective == pytest.approx(40.0)
     assert result.stats["coupled_bound"]["status"] == "optimal"
+    assert result.stats["coupled_bound"]["bound_seconds"] == pytest.approx(40.0)  # 1 s slots, arrivals at 0
 
 
 @pytest.mark.parametrize("seed", range(3))

@@ -60,6 +60,7 @@ def test_json_summary_and_schedule_file(
     assert summary["objective"] == summary["bound"]
     coupled = summary["stats"]["coupled_bound"]  # the pair-coupled LP ran beside CP-SAT
     assert coupled["status"] == "optimal" and coupled["bound_slots"] <= summary["stats"]["objective_slots"] + 1e-6
+    assert coupled["bound_seconds"] <= summary["objective"] + 1e-6
     without = runner.invoke(
         app, ["solve", str(path), "--time-limit", "30", "--slot", str(slot), "--json", "--no-coupled-bound"]
     )
@@ -80,9 +81,11 @@ def test_makespan_and_human_output(app: typer.Typer, runner: CliRunner, instance
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["objective_kind"] == "makespan" and summary["status"] == "optimal"
+    assert summary["stats"]["coupled_bound"]["status"].startswith("skipped")  # a total-JCT bound only
     human = runner.invoke(app, ["solve", str(path), "-t", "30", "--slot", str(slot), "--quiet"])
     assert human.exit_code == 0, human.output
     assert "objective" in human.stdout and "optimal" in human.stdout
+    assert "coupled LP bound" in human.stdout
 
 
 @pytest.mark.parametrize("suffix", [".mps", pytest.param(".lp", marks=pytest.mark.slow)])

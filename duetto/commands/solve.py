@@ -43,6 +43,13 @@ def _print_result(result: Result) -> None:
     if result.schedule is not None and result.objective_kind == "jct":
         jobs = len(result.schedule.plans)
         table.add_row("average JCT", f"{_fmt(result.objective / max(1, jobs))} s")
+    coupled = result.stats.get("coupled_bound")
+    if coupled:
+        if coupled.get("bound_seconds") is not None:
+            text = f"{_fmt(coupled['bound_seconds'])} s in {coupled['seconds']:.1f} s"
+        else:
+            text = str(coupled["status"])
+        table.add_row("coupled LP bound", text)
     if result.message:
         table.add_row("message", result.message.splitlines()[0])
     console.print(table)
