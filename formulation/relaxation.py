@@ -48,8 +48,10 @@ that the pair-window cells stay within a budget, and an LP that would still be t
 from __future__ import annotations
 
 import math
+import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -74,7 +76,7 @@ class RelaxationBound:
     value
         The lower bound on ``Σ_j E_j`` in slot units (``nan`` unless ``status == "optimal"``).
     status
-        ``"optimal"``, ``"time_limit"``, ``"failed: ..."`` or ``"skipped: <reason>"``.
+        ``"optimal"``, ``"time_limit"``, ``"cancelled"``, ``"failed: ..."`` or ``"skipped: <reason>"``.
     window_slots
         Width of the LP's time windows in slots.
     variables, constraints
@@ -330,6 +332,7 @@ def pair_coupled_bound(
     max_columns: int = DEFAULT_MAX_COLUMNS,
     window_slots: int | None = None,
     time_limit: float | None = None,
+    cancel: threading.Event | None = None,
 ) -> RelaxationBound:
     """Lower bound on ``Σ_j E_j`` (slot units) from the pair-coupled LP (see the module docstring).
 
@@ -345,6 +348,9 @@ def pair_coupled_bound(
         Window width in slots (default: :func:`choose_window`).
     time_limit
         Seconds for building and solving; a bound is returned only if the LP is solved to optimality.
+    cancel
+        When set (from another thread), HiGHS stops at its next simplex check and the status is
+        ``"cancelled"``: a solver that proved optimality need not wait for the bound.
 
     Returns
     -------
@@ -387,6 +393,14 @@ def pair_coupled_bound(
         np.array(lp.indices, dtype=np.int32),
         np.array(lp.values, dtype=np.float64),
     )
+    if cancel is not None:
+        stop = cancel
+
+        def interrupt_if_cancelled(event: Any) -> None:
+            if stop.is_set():
+                event.interrupt()
+
+        highs.cbSimplexInterrupt += interrupt_if_cancelled
     highs.run()
     model_status = highs.getModelStatus()
     seconds = time.perf_counter() - began
@@ -402,6 +416,10 @@ def pair_coupled_bound(
             shared_fraction = sum(solution[column] for column in lp.shared) / busy
     else:
         value = math.nan
-        timed_out = model_status == highspy.HighsModelStatus.kTimeLimit
-        status = "time_limit" if timed_out else f"failed: {highs.modelStatusToString(model_status)}"
+        if model_status == highspy.HighsModelStatus.kTimeLimit:
+            status = "time_limit"
+        elif cancel is not None and cancel.is_set():
+            status = "cancelled"
+        else:
+            status = f"failed: {highs.modelStatusToString(model_status)}"
     return RelaxationBound(value, status, width, num_cols, num_rows, seconds, shared_fraction)

@@ -758,22 +758,31 @@ def _solve_one(
     return _result(spec, problem, tracker, killed, parent_build, wall, objective)
 
 
+def _proven_optimal(tracker: _Tracker) -> bool:
+    """The backend reported a proven optimum, or the bound already meets the best schedule."""
+    if tracker.done is not None and tracker.done[1] == SolveStatus.OPTIMAL.value:
+        return True
+    return math.ceil(tracker.bound - _BOUND_TOL) >= tracker.best_model_value - 1e-9
+
+
 class _CoupledBound:
     """The pair-coupled LP bound (:func:`formulation.relaxation.pair_coupled_bound`) on a thread of the
     parent while the solver's worker runs: HiGHS releases the GIL, and its time limit ends it before
-    the deadline. A bound it proves is offered to the tracker like the solver's own."""
+    the deadline. A bound it proves is offered to the tracker like the solver's own. Once the solve
+    is proven optimal the LP is cancelled rather than waited for."""
 
     def __init__(self, problem: SlottedProblem, tracker: _Tracker, deadline: float) -> None:
         self.outcome: RelaxationBound | None = None
         self.error: str | None = None
         self.tracker = tracker
         self.problem = problem
+        self.cancel = threading.Event()
         self.thread = threading.Thread(target=self._run, args=(problem, deadline), name="coupled-bound", daemon=True)
         self.thread.start()
 
     def _run(self, problem: SlottedProblem, deadline: float) -> None:
         try:
-            outcome = pair_coupled_bound(problem, time_limit=max(0.01, deadline - time.time()))
+            outcome = pair_coupled_bound(problem, time_limit=max(0.01, deadline - time.time()), cancel=self.cancel)
         except Exception as error:  # a bound is an extra; a failure must not lose the solve
             self.error = f"{type(error).__name__}: {error}"
             return
@@ -783,7 +792,10 @@ class _CoupledBound:
             self.tracker.offer_bound(outcome.value - 1e-6 * max(1.0, abs(outcome.value)))
 
     def finish(self, hard_deadline: float) -> None:
-        """Wait for the LP until ``hard_deadline`` at most and record its summary in the tracker."""
+        """Wait for the LP until ``hard_deadline`` at most (cancel it first if the solve is already
+        proven optimal) and record its summary in the tracker."""
+        if self.thread.is_alive() and _proven_optimal(self.tracker):
+            self.cancel.set()
         self.thread.join(max(0.0, hard_deadline - time.time()))
         if self.error is not None:
             self.tracker.relaxation = {"status": f"failed: {self.error}"}

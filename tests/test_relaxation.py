@@ -4,6 +4,7 @@ per-job bounds where a shared GPU must serve both of its jobs, and reported by `
 from __future__ import annotations
 
 import math
+import threading
 
 import pytest
 
@@ -101,3 +102,15 @@ def test_coupled_bound_is_skipped_where_it_does_not_apply() -> None:
     assert makespan.status.startswith("skipped") and not makespan.proven and math.isnan(makespan.value)
     three = Instance(Cluster(1, 1, 16.0, 3), instance.jobs, instance.profiles, TableInterference({("ab", "ab"): 1.0}))
     assert pair_coupled_bound(discretize(three, slot=1.0)).status.startswith("skipped")
+
+
+def test_a_cancelled_lp_stops_and_says_so() -> None:
+    # a solve that is already proven does not wait for the bound: the LP stops at HiGHS' next check
+    base = discretize(generate_instance(16, 2, 4, 0))
+    problem = base.with_upper_bound(warm_start(base))
+    cancel = threading.Event()
+    cancel.set()
+    outcome = pair_coupled_bound(problem, cancel=cancel)
+    assert outcome.status == "cancelled" and not outcome.proven and math.isnan(outcome.value)
+    # the same LP, not cancelled, is solved
+    assert pair_coupled_bound(problem, max_cells=2000).proven
