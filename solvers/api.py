@@ -746,9 +746,12 @@ def _solve_one(
             killed = runner(payload, tracker, deadline + grace, lambda: report_progress("solving"))
         else:
             killed = True  # building alone used the time: return the warm start
-    finally:
+    except BaseException:
         if relaxation is not None:
-            relaxation.finish(deadline + grace)
+            relaxation.cancel.set()  # an interrupted solve (Ctrl+C, a failure) does not wait for its bound
+        raise
+    if relaxation is not None:
+        relaxation.finish(deadline + grace)
     wall = time.perf_counter() - began_perf
     report_progress("done")
     if tracker.failure is not None and tracker.failure[0] == "unavailable":
