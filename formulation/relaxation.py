@@ -132,7 +132,7 @@ class _LinearProgram:
         self.starts: list[int] = []
         self.indices: list[int] = []
         self.values: list[float] = []
-        self.shared: dict[int, tuple[int, int, int]] = {}  # s column -> (i, k, window)
+        self.shared: list[int] = []  # s columns, for the shared fraction
         self.gpu_time: dict[int, int] = {}  # r column -> G_i, for the shared fraction
 
     def column(self, lower: float = 0.0, upper: float = math.inf, cost: float = 0.0) -> int:
@@ -175,58 +175,46 @@ def _start_end_rows(
     is occupied with probability ``X_t − Y_t`` and ``E = Σ_t (1 − Y_t)``."""
     release, latest, d = job.release, job.latest_end, job.min_slots
     longest = max(d, min(job.max_slots, latest - release))
-    x: dict[int, int | None] = {}
-    y: dict[int, int | None] = {}
-    previous = None
-    for t in range(release, latest):
-        if t >= latest - d:
-            x[t] = None  # started for sure
-            continue
-        x[t] = column = lp.column(upper=1.0)
-        if previous is not None:
-            lp.row([(column, 1.0), (previous, -1.0)], lower=0.0)
-        previous = column
-    previous = None
-    for t in range(release, latest):
-        if t < release + d:
-            y[t] = -1  # sentinel: ended with probability 0
-            continue
-        y[t] = column = lp.column(upper=1.0)
-        if previous is not None:
-            lp.row([(column, 1.0), (previous, -1.0)], lower=0.0)
-        previous = column
-        start = x.get(t - d)
-        if start is not None:
-            lp.row([(column, 1.0), (start, -1.0)], upper=0.0)  # Y_t ≤ X_{t−d}
-    for t in range(release, latest):
-        start = x[t]
-        end = y.get(t + longest)
-        if start is not None and end is not None and end >= 0:
-            lp.row([(start, 1.0), (end, -1.0)], upper=0.0)  # X_t ≤ Y_{t+D̄}
+    # columns only where the value is open: X_t = 1 from latest − d on (started by then), Y_t = 0
+    # before release + d (no run ends earlier); a slot missing from x / y has that known value
+    x: dict[int, int] = {}
+    y: dict[int, int] = {}
+    for cumulative, first, stop in ((x, release, latest - d), (y, release + d, latest)):
+        previous = None
+        for t in range(first, stop):
+            cumulative[t] = column = lp.column(upper=1.0)
+            if previous is not None:
+                lp.row([(column, 1.0), (previous, -1.0)], lower=0.0)  # nondecreasing
+            previous = column
+    for t, end in y.items():
+        if t - d in x:
+            lp.row([(end, 1.0), (x[t - d], -1.0)], upper=0.0)  # Y_t ≤ X_{t−d}
+    for t, start in x.items():
+        if t + longest in y:
+            lp.row([(start, 1.0), (y[t + longest], -1.0)], upper=0.0)  # X_t ≤ Y_{t+D̄}
     # E = Σ_t (1 − Y_t): E + Σ Y_t ≥ latest
-    lp.row([(completion, 1.0)] + [(c, 1.0) for c in y.values() if c is not None and c >= 0], lower=float(latest))
+    lp.row([(completion, 1.0)] + [(column, 1.0) for column in y.values()], lower=float(latest))
     # occupied in slot t with probability X_t − Y_t: G·X_t − G·Y_t GPUs for the per-slot count
+    gpus = float(job.num_gpus)
     for t in range(release, latest):
-        xt, yt = x[t], y[t]
         gpu_terms = occupied.setdefault(t, [])
-        if xt is None:
-            occupied_for_sure[t] = occupied_for_sure.get(t, 0.0) + job.num_gpus
+        if t in x:
+            gpu_terms.append((x[t], gpus))
         else:
-            gpu_terms.append((xt, float(job.num_gpus)))
-        if yt is not None and yt >= 0:
-            gpu_terms.append((yt, -float(job.num_gpus)))
+            occupied_for_sure[t] = occupied_for_sure.get(t, 0.0) + gpus
+        if t in y:
+            gpu_terms.append((y[t], -gpus))
     # run time in each window = Σ_t (X_t − Y_t)
     for w, r in run.items():
         terms: list[tuple[int, float]] = [(r, 1.0)]
         constant = 0.0
         for t in range(max(release, w * width), min(latest, (w + 1) * width)):
-            xt, yt = x[t], y[t]
-            if xt is None:
-                constant += 1.0
+            if t in x:
+                terms.append((x[t], -1.0))
             else:
-                terms.append((xt, -1.0))
-            if yt is not None and yt >= 0:
-                terms.append((yt, 1.0))
+                constant += 1.0
+            if t in y:
+                terms.append((y[t], 1.0))
         lp.row(terms, lower=constant, upper=constant)
 
 
@@ -289,7 +277,7 @@ def _build(problem: SlottedProblem, width: int) -> _LinearProgram:
             if (i, w) not in run or (k, w) not in run:
                 continue
             s = lp.column()
-            lp.shared[s] = (i, k, w)
+            lp.shared.append(s)
             lp.row([(s, 1.0), (run[(i, w)], -float(both))], upper=0.0)
             lp.row([(s, 1.0), (run[(k, w)], -float(both))], upper=0.0)
             shared_in_window.setdefault(w, []).append((s, -1.0))
@@ -328,8 +316,8 @@ def _build(problem: SlottedProblem, width: int) -> _LinearProgram:
 def pair_coupled_bound(
     problem: SlottedProblem,
     *,
-    max_cells: int = DEFAULT_MAX_CELLS,
-    max_columns: int = DEFAULT_MAX_COLUMNS,
+    max_cells: int | None = None,
+    max_columns: int | None = None,
     window_slots: int | None = None,
     time_limit: float | None = None,
     cancel: threading.Event | None = None,
@@ -342,8 +330,11 @@ def pair_coupled_bound(
         The slotted problem (its windows, from its upper bound, limit the LP's time axis).
     max_cells
         Budget of pair-window cells that sets the window width (ignored if ``window_slots`` is given).
+        Default: :data:`DEFAULT_MAX_CELLS`, scaled with ``time_limit`` (the default is sized for a
+        minute; a quarter to four times it).
     max_columns
-        Skip the LP (status ``"skipped: ..."``) when its estimated size exceeds this.
+        Skip the LP (status ``"skipped: ..."``) when its estimated size exceeds this. Default:
+        :data:`DEFAULT_MAX_COLUMNS`, scaled like ``max_cells``.
     window_slots
         Window width in slots (default: :func:`choose_window`).
     time_limit
@@ -364,6 +355,10 @@ def pair_coupled_bound(
         return RelaxationBound(math.nan, "skipped: the bound assumes at most two jobs per GPU")
     import highspy  # lazily: HiGHS loads a shared library
 
+    # the LP's size follows the time it has: the defaults are sized for a minute (measured)
+    scale = 1.0 if time_limit is None else min(4.0, max(0.25, time_limit / 60.0))
+    max_cells = round(DEFAULT_MAX_CELLS * scale) if max_cells is None else max_cells
+    max_columns = round(DEFAULT_MAX_COLUMNS * scale) if max_columns is None else max_columns
     width = window_slots or choose_window(problem, max_cells)
     columns = 2 * sum(job.latest_end - job.release for job in problem.jobs) + _pair_cells(problem, width)
     if columns > max_columns:

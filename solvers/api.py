@@ -52,7 +52,7 @@ from formulation.discretize import (
 from formulation.errors import DuettoInputError, InfeasibleInstanceError
 from formulation.instance import Instance
 from formulation.interference import TableInterference
-from formulation.relaxation import DEFAULT_MAX_CELLS, DEFAULT_MAX_COLUMNS, RelaxationBound, pair_coupled_bound
+from formulation.relaxation import RelaxationBound, pair_coupled_bound
 from formulation.schedule import Schedule
 from solvers.backend_protocol import BackendOutcome, SolverUnavailableError
 from solvers.backends import BackendSpec, check_available, resolve
@@ -785,16 +785,7 @@ class _CoupledBound:
 
     def _run(self, problem: SlottedProblem, deadline: float) -> None:
         try:
-            seconds = max(0.01, deadline - time.time())
-            # the LP's size follows the time it has: the defaults are sized for a minute (measured)
-            scale = min(4.0, max(0.25, seconds / 60.0))
-            outcome = pair_coupled_bound(
-                problem,
-                max_cells=round(DEFAULT_MAX_CELLS * scale),
-                max_columns=round(DEFAULT_MAX_COLUMNS * scale),
-                time_limit=seconds,
-                cancel=self.cancel,
-            )
+            outcome = pair_coupled_bound(problem, time_limit=max(0.01, deadline - time.time()), cancel=self.cancel)
         except Exception as error:  # a bound is an extra; a failure must not lose the solve
             self.error = f"{type(error).__name__}: {error}"
             return
