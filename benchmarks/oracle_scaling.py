@@ -42,6 +42,8 @@ COLUMNS = [
     "warm_start_objective",
     "coupled_bound",
     "coupled_bound_seconds",
+    "coupled_bound_window",
+    "coupled_bound_rounds",
     "build_seconds",
     "solve_seconds",
     "wall_seconds",
@@ -95,6 +97,8 @@ def run_one(
         # the pair-coupled LP's bound alone (seconds), to see what it adds to the solver's
         "coupled_bound": math.nan if coupled.get("bound_seconds") is None else coupled["bound_seconds"],
         "coupled_bound_seconds": coupled.get("seconds", math.nan),
+        "coupled_bound_window": coupled.get("window_slots", math.nan),
+        "coupled_bound_rounds": coupled.get("rounds", math.nan),
         "build_seconds": round(result.build_seconds, 3),
         "solve_seconds": round(result.solve_seconds, 3),
         "wall_seconds": round(wall, 3),

@@ -40,9 +40,16 @@ and the shared GPU-slots of different pairs are disjoint):
 
 Minimising ``Σ_i E_i`` gives the bound. Every schedule of the slotted model with objective at most the
 problem's upper bound is a feasible point (its windows come from that bound), so the LP optimum, capped
-by the upper bound, bounds the optimum. Wider windows make a smaller, weaker LP; the width is chosen so
-that the pair-window cells stay within a budget, and an LP that would still be too large is skipped.
-``C > 2`` (several partners per GPU) and the makespan objective are not covered: skipped too.
+by the upper bound, bounds the optimum. ``C > 2`` (several partners per GPU) and the makespan objective
+are not covered: skipped.
+
+Size (``docs/oracle.md``): columns stop at a ``cut`` (1.25 × the upper-bound schedule's makespan);
+past it a job's work has no GPU limit and ``E[(E − cut)⁺] ≥ p_tail / U`` (a relaxation). The cells
+``s[i,k,w]`` enter by column generation (:class:`_Pricing`): the LP starts with each job's best
+partners, and every missing cell is priced with the row duals until none has a negative reduced
+cost; stopped early, the last solve still gives a Lagrangian bound. Wider windows make a smaller,
+weaker LP: :func:`refined_coupled_bound` solves a coarse one first, then halves the width while time
+lasts.
 """
 
 from __future__ import annotations
@@ -50,12 +57,13 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from formulation.discretize import SlotJob, SlottedProblem
+from formulation.discretize import SlotJob, SlottedProblem, evaluate
 
 DEFAULT_MAX_CELLS = 12_000
 """Pair-window cells (``s`` variables) the LP may have; the window width grows until it fits."""
@@ -63,6 +71,13 @@ DEFAULT_MAX_COLUMNS = 40_000
 """Above this many columns (start/end distributions plus cells) the LP is skipped: measured on 8
 GPUs, 33 k columns solve in about 14 s (32 jobs), 57 k in 90 s (50 jobs, where windows of 50-60
 slots also make it weaker than the static bound)."""
+CUT_FACTOR = 1.25
+"""The LP's time axis ends at this times the upper-bound schedule's makespan (:func:`default_cut`)."""
+INITIAL_PARTNERS = 3
+"""Cells the LP starts with: those of each job's best partners (by pair throughput); pricing adds
+the others that can lower it."""
+PRICING_TOLERANCE = 1e-7
+"""A cell enters the LP when its reduced cost is below minus this."""
 TANGENTS = (0.25, 0.5, 0.75, 1.0)
 """Where ``p²/(2U)`` is bounded below by its tangent, as fractions of a window's full-speed work."""
 
@@ -86,6 +101,8 @@ class RelaxationBound:
     shared_fraction
         Share of the busy GPU time the LP's optimum spends with two jobs on a GPU (a diagnostic: how
         much the relaxation leans on sharing).
+    rounds
+        LP solves of the column generation (each prices the cells not yet in the LP).
     """
 
     value: float
@@ -95,29 +112,65 @@ class RelaxationBound:
     constraints: int = 0
     seconds: float = 0.0
     shared_fraction: float = math.nan
+    rounds: int = 0
 
     @property
     def proven(self) -> bool:
-        """Whether :attr:`value` is a valid bound (the LP was solved to optimality)."""
-        return self.status == "optimal" and math.isfinite(self.value)
+        """Whether :attr:`value` is a valid bound: the LP's optimum, or (stopped before the last cells
+        entered) the Lagrangian bound of the last solved LP."""
+        return math.isfinite(self.value)
 
 
-def _pair_cells(problem: SlottedProblem, width: int) -> int:
+def _pair_cells(problem: SlottedProblem, width: int, cut: int, pairs: tuple[tuple[int, int], ...]) -> int:
     cells = 0
-    for i, k in problem.sharing_pairs:
+    for i, k in pairs:
         a, b = problem.jobs[i], problem.jobs[k]
-        lo, hi = max(a.release, b.release), min(a.latest_end, b.latest_end)
+        lo, hi = max(a.release, b.release), min(a.latest_end, b.latest_end, cut)
         if hi > lo:
             cells += (hi - 1) // width - lo // width + 1
     return cells
 
 
-def choose_window(problem: SlottedProblem, max_cells: int = DEFAULT_MAX_CELLS) -> int:
-    """The narrowest window width (slots) whose pair-window cells fit in ``max_cells``."""
+def choose_window(
+    problem: SlottedProblem,
+    max_cells: int = DEFAULT_MAX_CELLS,
+    *,
+    cut: int | None = None,
+    pairs: tuple[tuple[int, int], ...] | None = None,
+) -> int:
+    """The narrowest window width (slots) whose pair-window cells fit in ``max_cells`` (time axis up to
+    ``cut``, default the horizon; ``pairs`` the explicit sharing pairs, default all)."""
+    cut = problem.horizon if cut is None else cut
+    pairs = problem.sharing_pairs if pairs is None else pairs
     width = 1
-    while width < problem.horizon and _pair_cells(problem, width) > max_cells:
+    while width < cut and _pair_cells(problem, width, cut, pairs) > max_cells:
         width = max(width + 1, math.ceil(width * 1.25))
     return width
+
+
+def default_cut(problem: SlottedProblem) -> int:
+    """Where the LP's time axis ends by default: :data:`CUT_FACTOR` times the makespan of the problem's
+    upper-bound schedule (the horizon without one). Past it only the work is counted (a relaxation), and
+    an LP optimum seldom runs anything that late: at 24 jobs the bound moves by 0.03 %."""
+    if problem.upper_bound is None:
+        return problem.horizon
+    makespan = max(evaluate(problem, dict(problem.upper_bound)).values(), default=problem.horizon)
+    return max(1, min(problem.horizon, math.ceil(CUT_FACTOR * makespan)))
+
+
+def best_partner_pairs(problem: SlottedProblem, partners: int) -> tuple[tuple[int, int], ...]:
+    """Sharing pairs among the ``partners`` best of either job (by pair throughput, memory-aware)."""
+    work = [min(mode.work for mode in job.modes) for job in problem.jobs]
+    ranked: dict[int, list[tuple[float, int]]] = {}
+    for i, k in problem.sharing_pairs:
+        throughput = _shared_speed(problem, i, k, work[i]) + _shared_speed(problem, k, i, work[k])
+        ranked.setdefault(i, []).append((-throughput, k))
+        ranked.setdefault(k, []).append((-throughput, i))
+    chosen: set[tuple[int, int]] = set()
+    for i, options in ranked.items():
+        for _, k in sorted(options)[:partners]:
+            chosen.add((min(i, k), max(i, k)))
+    return tuple(pair for pair in problem.sharing_pairs if pair in chosen)
 
 
 class _LinearProgram:
@@ -132,7 +185,7 @@ class _LinearProgram:
         self.starts: list[int] = []
         self.indices: list[int] = []
         self.values: list[float] = []
-        self.shared: list[int] = []  # s columns, for the shared fraction
+        self.shared: list[tuple[int, float]] = []  # (column, GPU-slots per unit), for the shared fraction
         self.gpu_time: dict[int, int] = {}  # r column -> G_i, for the shared fraction
 
     def column(self, lower: float = 0.0, upper: float = math.inf, cost: float = 0.0) -> int:
@@ -141,13 +194,14 @@ class _LinearProgram:
         self.upper.append(upper)
         return len(self.cost) - 1
 
-    def row(self, terms: list[tuple[int, float]], lower: float = -math.inf, upper: float = math.inf) -> None:
+    def row(self, terms: list[tuple[int, float]], lower: float = -math.inf, upper: float = math.inf) -> int:
         self.starts.append(len(self.indices))
         for index, value in terms:
             self.indices.append(index)
             self.values.append(value)
         self.row_lower.append(lower)
         self.row_upper.append(upper)
+        return len(self.row_lower) - 1
 
 
 def _shared_speed(problem: SlottedProblem, i: int, k: int, least_work: int) -> float:
@@ -166,20 +220,24 @@ def _start_end_rows(
     completion: int,
     run: dict[int, int],
     width: int,
+    cut: int,
+    tail: tuple[int, float] | None,
     occupied: dict[int, list[tuple[int, float]]],
     occupied_for_sure: dict[int, float],
 ) -> None:
     """Non-preemption, convexified: the distributions of the start and the end (cumulative
     ``X_t = P(S ≤ t)``, ``Y_t = P(E ≤ t)``) with ``d ≤ E − S ≤ D̄`` as ``Y_t ≤ X_{t−d}`` and
     ``X_t ≤ Y_{t+D̄}`` (the quantile coupling then gives every run a length in ``[d, D̄]``); slot ``t``
-    is occupied with probability ``X_t − Y_t`` and ``E = Σ_t (1 − Y_t)``."""
+    is occupied with probability ``X_t − Y_t`` and ``E = Σ_t (1 − Y_t)``. Only slots before ``cut`` have
+    columns; past it (``tail``: the column of the work done there and ``U``) the end is bounded by
+    ``E[(E − cut)⁺] ≥ p_tail / U``."""
     release, latest, d = job.release, job.latest_end, job.min_slots
     longest = max(d, min(job.max_slots, latest - release))
     # columns only where the value is open: X_t = 1 from latest − d on (started by then), Y_t = 0
     # before release + d (no run ends earlier); a slot missing from x / y has that known value
     x: dict[int, int] = {}
     y: dict[int, int] = {}
-    for cumulative, first, stop in ((x, release, latest - d), (y, release + d, latest)):
+    for cumulative, first, stop in ((x, release, min(latest - d, cut)), (y, release + d, min(latest, cut))):
         previous = None
         for t in range(first, stop):
             cumulative[t] = column = lp.column(upper=1.0)
@@ -192,11 +250,14 @@ def _start_end_rows(
     for t, start in x.items():
         if t + longest in y:
             lp.row([(start, 1.0), (y[t + longest], -1.0)], upper=0.0)  # X_t ≤ Y_{t+D̄}
-    # E = Σ_t (1 − Y_t): E + Σ Y_t ≥ latest
-    lp.row([(completion, 1.0)] + [(column, 1.0) for column in y.values()], lower=float(latest))
+    if tail is None:  # E = Σ_t (1 − Y_t): E + Σ Y_t ≥ latest
+        lp.row([(completion, 1.0)] + [(column, 1.0) for column in y.values()], lower=float(latest))
+    else:  # E = Σ_{t<cut} (1 − Y_t) + E[(E − cut)⁺] ≥ cut − Σ_{t<cut} Y_t + p_tail / U
+        column, units = tail
+        lp.row([(completion, 1.0), (column, -1.0 / units)] + [(c, 1.0) for c in y.values()], lower=float(cut))
     # occupied in slot t with probability X_t − Y_t: G·X_t − G·Y_t GPUs for the per-slot count
     gpus = float(job.num_gpus)
-    for t in range(release, latest):
+    for t in range(release, min(latest, cut)):
         gpu_terms = occupied.setdefault(t, [])
         if t in x:
             gpu_terms.append((x[t], gpus))
@@ -208,7 +269,7 @@ def _start_end_rows(
     for w, r in run.items():
         terms: list[tuple[int, float]] = [(r, 1.0)]
         constant = 0.0
-        for t in range(max(release, w * width), min(latest, (w + 1) * width)):
+        for t in range(max(release, w * width), min(latest, (w + 1) * width, cut)):
             if t in x:
                 terms.append((x[t], -1.0))
             else:
@@ -218,17 +279,37 @@ def _start_end_rows(
         lp.row(terms, lower=constant, upper=constant)
 
 
-def _build(problem: SlottedProblem, width: int) -> _LinearProgram:
+def _mean_busy_terms(
+    lp: _LinearProgram, p: int, start: int, length: int, units: int, work: int
+) -> list[tuple[int, float]]:
+    """Terms of ``(a'·p + p²/(2U)) / W`` for work ``p`` done from slot ``a'`` on (tangents of the
+    square at fractions of the ``length`` slots' full-speed work)."""
+    square = lp.column()  # ≥ p²/(2U), by tangents at x0: p·x0/U − x0²/(2U)
+    for fraction in TANGENTS:
+        x0 = fraction * units * length
+        lp.row([(p, x0 / units), (square, -1.0)], upper=x0 * x0 / (2 * units))
+    return [(p, start / work), (square, 1.0 / work)]
+
+
+def _build(
+    problem: SlottedProblem, width: int, cut: int | None = None, pairs: tuple[tuple[int, int], ...] | None = None
+) -> tuple[_LinearProgram, _Cells]:
+    """The LP without its pair-window cells, and the cells' bookkeeping."""
     jobs = problem.jobs
     units = problem.units_per_slot
+    cut = problem.horizon if cut is None else min(cut, problem.horizon)
+    pairs = problem.sharing_pairs if pairs is None else pairs
     gpus = [job.num_gpus for job in jobs]
     work = [min(mode.work for mode in job.modes) for job in jobs]
-    windows = [(a, min(problem.horizon, a + width)) for a in range(0, problem.horizon, width)]
+    windows = [(a, min(cut, a + width)) for a in range(0, cut, width)]
     lp = _LinearProgram()
 
     def job_windows(i: int) -> range:
         job = jobs[i]
-        return range(job.release // width, (max(job.latest_end, job.release + 1) - 1) // width + 1)
+        stop = min(job.latest_end, cut)
+        if job.release >= stop:
+            return range(0)
+        return range(job.release // width, (stop - 1) // width + 1)
 
     def available(i: int, w: int) -> int:
         a, b = windows[w]
@@ -250,12 +331,14 @@ def _build(problem: SlottedProblem, width: int) -> _LinearProgram:
             lp.gpu_time[run[(i, w)]] = job.num_gpus
             progress[(i, w)] = p = lp.column()
             total.append((p, 1.0))
-            start = max(windows[w][0], job.release)
-            square = lp.column()  # ≥ p²/(2U), by tangents at x0: p·x0/U − x0²/(2U)
-            for fraction in TANGENTS:
-                x0 = fraction * units * length
-                lp.row([(p, x0 / units), (square, -1.0)], upper=x0 * x0 / (2 * units))
-            mean_busy += [(p, start / work[i]), (square, 1.0 / work[i])]
+            mean_busy += _mean_busy_terms(lp, p, max(windows[w][0], job.release), length, units, work[i])
+        tail = None
+        if job.latest_end > cut:  # past the cut: no GPU limit, the end bounded by the work left
+            p = lp.column()
+            total.append((p, 1.0))
+            start = max(cut, job.release)
+            mean_busy += _mean_busy_terms(lp, p, start, job.latest_end - start, units, work[i])
+            tail = (p, float(units))
         lp.row(total, lower=work[i], upper=work[i])
         # E_i ≥ Σ_w (a'_w·p + p²/(2U)) / W_i + W_i / (2U)
         lp.row(mean_busy, upper=-work[i] / (2 * units))
@@ -265,24 +348,12 @@ def _build(problem: SlottedProblem, width: int) -> _LinearProgram:
             completion,
             {w: run[(i, w)] for w in job_windows(i) if (i, w) in run},
             width,
+            cut,
+            tail,
             occupied,
             occupied_for_sure,
         )
 
-    shared: dict[tuple[int, int], list[tuple[int, int]]] = {}  # (job, window) -> [(s column, partner)]
-    shared_in_window: dict[int, list[tuple[int, float]]] = {}
-    for i, k in problem.sharing_pairs:
-        both = min(gpus[i], gpus[k])
-        for w in range(len(windows)):
-            if (i, w) not in run or (k, w) not in run:
-                continue
-            s = lp.column()
-            lp.shared.append(s)
-            lp.row([(s, 1.0), (run[(i, w)], -float(both))], upper=0.0)
-            lp.row([(s, 1.0), (run[(k, w)], -float(both))], upper=0.0)
-            shared_in_window.setdefault(w, []).append((s, -1.0))
-            shared.setdefault((i, w), []).append((s, k))
-            shared.setdefault((k, w), []).append((s, i))
     # GPUs, per slot: the GPUs in use beyond #GPUs are shared ones, e_t ≥ Σ_i G_i·occ_it − #GPUs, and
     # the window's shared GPU time pays for them: Σ_{t∈w} e_t ≤ Σ_{i<k} s[i,k,w] (C = 2)
     excess: dict[int, list[tuple[int, float]]] = {}
@@ -290,27 +361,114 @@ def _build(problem: SlottedProblem, width: int) -> _LinearProgram:
         e = lp.column()
         lp.row([(e, 1.0)] + [(c, -v) for c, v in terms], lower=occupied_for_sure.get(t, 0.0) - problem.num_gpus)
         excess.setdefault(t // width, []).append((e, 1.0))
+    # jobs too large to run side by side that may not share either never overlap: per window their
+    # run times add up to its length at most
+    for i, k in problem.conflict_pairs:
+        if gpus[i] + gpus[k] > problem.num_gpus:
+            for w, (a, b) in enumerate(windows):
+                if (i, w) in run and (k, w) in run:
+                    lp.row([(run[(i, w)], 1.0), (run[(k, w)], 1.0)], upper=float(b - a))
+    cells = _Cells(problem, width, pairs, run)
     for w, terms in excess.items():
-        lp.row(terms + shared_in_window.get(w, []), upper=0.0)
+        cells.excess_row[w] = lp.row(terms, upper=0.0)
+    sharing = {i for pair in pairs for i in pair}
     for (i, w), r in run.items():
-        partners = shared.get((i, w), [])
         p = progress[(i, w)]
-        if partners:
-            lp.row([(s, 1.0) for s, _ in partners] + [(r, -float(gpus[i]))], upper=0.0)
-        losses = [(s, units - _shared_speed(problem, i, k, work[i]), k) for s, k in partners]
-        if gpus[i] == 1:
-            lp.row([(p, 1.0), (r, -float(units))] + [(s, loss) for s, loss, _ in losses if loss], upper=0.0)
-            continue
-        if not any(loss for _, loss, _ in losses):
+        if i not in sharing:
             lp.row([(p, 1.0), (r, -float(units))], upper=0.0)
             continue
+        # Σ_k s[i,k,w] ≤ G_i·r[i,w]: one partner per GPU-slot (C = 2)
+        cells.share_row[(i, w)] = lp.row([(r, -float(gpus[i]))], upper=0.0)
+        if gpus[i] == 1:  # p ≤ U·r − Σ_k λ_ik·s[i,k,w]
+            cells.loss_row[(i, w)] = lp.row([(p, 1.0), (r, -float(units))], upper=0.0)
+            continue
+        # a gang at its slowest worker's pace: p ≤ U·r − slowest, slowest ≥ Σ_k λ_ik·s[i,k,w] / G_i
+        # (and ≥ λ_ik·s[i,k,w] / min(G_i, G_k) per partner, a row that comes with the cell)
         slowest = lp.column()
+        cells.slowest[(i, w)] = slowest
         lp.row([(p, 1.0), (r, -float(units)), (slowest, 1.0)], upper=0.0)
-        for s, loss, k in losses:
-            if loss:
-                lp.row([(s, loss / min(gpus[i], gpus[k])), (slowest, -1.0)], upper=0.0)
-        lp.row([(s, loss / gpus[i]) for s, loss, _ in losses if loss] + [(slowest, -1.0)], upper=0.0)
-    return lp
+        cells.loss_row[(i, w)] = lp.row([(slowest, -1.0)], upper=0.0)
+    return lp, cells
+
+
+class _Cells:
+    """The pair-window cells ``s[i,k,w]`` (shared GPU-slots of jobs ``i`` and ``k`` in window ``w``) and
+    what one brings to the LP, so that they can enter it by pricing (column generation): a cell is a
+    column in its window's GPU-excess row, both jobs' one-partner-per-GPU-slot rows and loss rows, with
+    rows of its own (``s ≤ min(G_i, G_k)·r`` for both jobs; the per-partner pace of a gang)."""
+
+    def __init__(
+        self,
+        problem: SlottedProblem,
+        width: int,
+        pairs: tuple[tuple[int, int], ...],
+        run: dict[tuple[int, int], int],
+    ) -> None:
+        self.problem = problem
+        self.units = problem.units_per_slot
+        self.gpus = [job.num_gpus for job in problem.jobs]
+        self.work = [min(mode.work for mode in job.modes) for job in problem.jobs]
+        self.width = width
+        self.run = run
+        self.excess_row: dict[int, int] = {}
+        self.share_row: dict[tuple[int, int], int] = {}
+        self.loss_row: dict[tuple[int, int], int] = {}
+        self.slowest: dict[tuple[int, int], int] = {}
+        self.pairs = pairs
+        self.loss = {
+            (a, b): self.units - _shared_speed(problem, a, b, self.work[a])
+            for i, k in pairs
+            for a, b in ((i, k), (k, i))
+        }
+        self.added: set[tuple[int, int, int]] = set()
+        self.columns: list[int] = []
+
+    def candidates(self) -> list[tuple[int, int, int]]:
+        """Every cell: explicit pair and window where both jobs may run."""
+        windows: dict[int, list[int]] = {}
+        for i, w in self.run:
+            windows.setdefault(i, []).append(w)
+        return [
+            (i, k, w) for i, k in self.pairs for w in windows.get(i, ()) if (k, w) in self.run and w in self.excess_row
+        ]
+
+    def entries(self, i: int, k: int, w: int) -> list[tuple[int, float]]:
+        """The cell's coefficients in the LP's existing rows."""
+        terms = [(self.excess_row[w], -1.0), (self.share_row[(i, w)], 1.0), (self.share_row[(k, w)], 1.0)]
+        for a, b in ((i, k), (k, i)):
+            loss = self.loss[(a, b)]
+            if loss > 0:
+                terms.append((self.loss_row[(a, w)], loss / (1 if self.gpus[a] == 1 else self.gpus[a])))
+        return terms
+
+    def upper(self, i: int, k: int, w: int) -> float:
+        """Most shared GPU-slots in the cell (both jobs through the window): a box for the pricing bound."""
+        both = min(self.gpus[i], self.gpus[k])
+        return float(both * self.width)
+
+    def forced(self, i: int, k: int) -> int:
+        """GPUs the two jobs share whenever they run at the same time (pigeonhole: ``G_i + G_k − #GPUs``)."""
+        return max(0, self.gpus[i] + self.gpus[k] - self.problem.num_gpus)
+
+    def own_rows(self, i: int, k: int, w: int, column: int) -> list[tuple[list[tuple[int, float]], float]]:
+        """Rows ``terms ≤ upper`` that come with the cell."""
+        both = float(min(self.gpus[i], self.gpus[k]))
+        rows = [
+            ([(column, 1.0), (self.run[(i, w)], -both)], 0.0),
+            ([(column, 1.0), (self.run[(k, w)], -both)], 0.0),
+        ]
+        for a, b in ((i, k), (k, i)):
+            loss = self.loss[(a, b)]
+            if self.gpus[a] > 1 and loss > 0:
+                rows.append(([(column, loss / min(self.gpus[a], self.gpus[b])), (self.slowest[(a, w)], -1.0)], 0.0))
+        forced = float(self.forced(i, k))
+        if forced:
+            # jobs too large to run side by side share ≥ `forced` GPUs in every slot both run, and both
+            # run in at least r_i + r_k − |w| of the window's slots: s ≥ forced·(r_i + r_k − |w|). Not
+            # slack at s = 0: such cells are in the LP from the start (never priced)
+            terms = [(column, -1.0), (self.run[(i, w)], forced), (self.run[(k, w)], forced)]
+            rows.append((terms, forced * self.width))
+        return rows
 
 
 def pair_coupled_bound(
@@ -319,6 +477,9 @@ def pair_coupled_bound(
     max_cells: int | None = None,
     max_columns: int | None = None,
     window_slots: int | None = None,
+    cut: int | None = None,
+    initial_partners: int = INITIAL_PARTNERS,
+    max_rounds: int | None = None,
     time_limit: float | None = None,
     cancel: threading.Event | None = None,
 ) -> RelaxationBound:
@@ -337,8 +498,16 @@ def pair_coupled_bound(
         :data:`DEFAULT_MAX_COLUMNS`, scaled like ``max_cells``.
     window_slots
         Window width in slots (default: :func:`choose_window`).
+    cut
+        Slots with columns; past them no GPU limit and the end is bounded by the work left (default:
+        :data:`CUT_FACTOR` times the makespan of the problem's upper-bound schedule, else the horizon).
+    initial_partners
+        The LP starts with the cells of each job's that many best partners; pricing adds the rest.
+    max_rounds
+        Stop pricing after this many LP solves (default: until no cell can lower the LP).
     time_limit
-        Seconds for building and solving; a bound is returned only if the LP is solved to optimality.
+        Seconds for building and solving. Stopped before the last cells entered (time, rounds, a
+        failed re-solve), the value is the Lagrangian bound of the last solved LP.
     cancel
         When set (from another thread), HiGHS stops at its next simplex check and the status is
         ``"cancelled"``: a solver that proved optimality need not wait for the bound.
@@ -359,24 +528,23 @@ def pair_coupled_bound(
     scale = 1.0 if time_limit is None else min(4.0, max(0.25, time_limit / 60.0))
     max_cells = round(DEFAULT_MAX_CELLS * scale) if max_cells is None else max_cells
     max_columns = round(DEFAULT_MAX_COLUMNS * scale) if max_columns is None else max_columns
-    width = window_slots or choose_window(problem, max_cells)
-    columns = 2 * sum(job.latest_end - job.release for job in problem.jobs) + _pair_cells(problem, width)
+    cut = default_cut(problem) if cut is None else max(1, min(cut, problem.horizon))
+    width = window_slots or choose_window(problem, max_cells, cut=cut)
+    columns = 2 * sum(max(0, min(job.latest_end, cut) - job.release) for job in problem.jobs)
     if columns > max_columns:
         return RelaxationBound(
             math.nan, f"skipped: about {columns} columns (more than {max_columns})", width, columns, 0, 0.0
         )
-    lp = _build(problem, width)
+    lp, cells = _build(problem, width, cut)
     highs = highspy.Highs()
     highs.setOptionValue("output_flag", False)
     highs.setOptionValue("threads", 1)
-    if time_limit is not None:  # counted from the call: building the LP takes part of it
-        highs.setOptionValue("time_limit", max(0.01, float(time_limit) - (time.perf_counter() - began)))
-    num_cols, num_rows = len(lp.cost), len(lp.row_lower)
     inf = highspy.kHighsInf
 
     def finite(values: list[float]) -> np.ndarray:
         return np.array([min(max(v, -inf), inf) for v in values], dtype=np.float64)
 
+    num_cols, num_rows = len(lp.cost), len(lp.row_lower)
     highs.addVars(num_cols, finite(lp.lower), finite(lp.upper))
     highs.changeColsCost(num_cols, np.arange(num_cols, dtype=np.int32), np.array(lp.cost, dtype=np.float64))
     highs.addRows(
@@ -396,25 +564,183 @@ def pair_coupled_bound(
                 event.interrupt()
 
         highs.cbSimplexInterrupt += interrupt_if_cancelled
-    highs.run()
-    model_status = highs.getModelStatus()
+    pricing = _Pricing(cells, num_rows)
+    pricing.add(highs, pricing.initial(initial_partners))
+    best = -math.inf
+    rounds = 0
+    status = "failed: not solved"
+    while True:
+        if time_limit is not None:  # counted from the call: building the LP takes part of it
+            left = float(time_limit) - (time.perf_counter() - began)
+            if left <= 0:
+                status = "time_limit"
+                break
+            highs.setOptionValue("time_limit", highs.getRunTime() + left)
+        highs.run()
+        rounds += 1
+        model_status = highs.getModelStatus()
+        if model_status != highspy.HighsModelStatus.kOptimal:
+            if model_status == highspy.HighsModelStatus.kTimeLimit:
+                status = "time_limit"
+            elif cancel is not None and cancel.is_set():
+                status = "cancelled"
+            else:
+                status = f"failed: {highs.modelStatusToString(model_status)}"
+            break
+        value, entering = pricing.price(highs)
+        best = max(best, value)
+        if len(entering) == 0:
+            status = "optimal"
+            break
+        if max_rounds is not None and rounds >= max_rounds:
+            status = "rounds"
+            break
+        pricing.add(highs, entering)
     seconds = time.perf_counter() - began
     shared_fraction = math.nan
-    if model_status == highspy.HighsModelStatus.kOptimal:
-        value = float(highs.getInfo().objective_function_value)
+    if math.isfinite(best):
         if problem.upper_bound_value is not None:
-            value = min(value, float(problem.upper_bound_value))
-        status = "optimal"
+            best = min(best, float(problem.upper_bound_value))
         solution = highs.getSolution().col_value
         busy = sum(solution[column] * count for column, count in lp.gpu_time.items())
         if busy > 0:
-            shared_fraction = sum(solution[column] for column in lp.shared) / busy
-    else:
-        value = math.nan
-        if model_status == highspy.HighsModelStatus.kTimeLimit:
-            status = "time_limit"
-        elif cancel is not None and cancel.is_set():
-            status = "cancelled"
-        else:
-            status = f"failed: {highs.modelStatusToString(model_status)}"
-    return RelaxationBound(value, status, width, num_cols, num_rows, seconds, shared_fraction)
+            shared_fraction = sum(solution[column] for column in pricing.columns) / busy
+    value = best if math.isfinite(best) else math.nan
+    num_cols, num_rows = highs.getNumCol(), highs.getNumRow()
+    return RelaxationBound(value, status, width, num_cols, num_rows, seconds, shared_fraction, rounds)
+
+
+def refined_coupled_bound(
+    problem: SlottedProblem,
+    *,
+    time_limit: float,
+    max_cells: int | None = None,
+    cancel: threading.Event | None = None,
+    on_bound: Callable[[RelaxationBound], bool] | None = None,
+) -> RelaxationBound:
+    """:func:`pair_coupled_bound` at the width its budget (``max_cells``) picks, then at half that width, and so on
+    down to one slot while ``time_limit`` (seconds, for all of it) lasts: narrower windows give a
+    stronger but larger LP, and the first, coarse one makes sure a bound comes in time. Each bound is
+    passed to ``on_bound`` as it is proven, which says whether to go on (a solver whose own bound is
+    higher has no use for a finer LP); the best one is returned (``seconds``: the whole refinement).
+    """
+    began = time.perf_counter()
+    best: RelaxationBound | None = None
+    width: int | None = None
+    while True:
+        left = time_limit - (time.perf_counter() - began)
+        if left <= 0 or (cancel is not None and cancel.is_set()):
+            break
+        outcome = pair_coupled_bound(problem, max_cells=max_cells, window_slots=width, time_limit=left, cancel=cancel)
+        go_on = on_bound(outcome) if outcome.proven and on_bound is not None else True
+        if best is None or (outcome.proven and not (best.proven and best.value >= outcome.value)):
+            best = outcome
+        if not go_on or outcome.status != "optimal" or outcome.window_slots <= 1:
+            break
+        width = outcome.window_slots // 2
+    if best is None:
+        return RelaxationBound(math.nan, "time_limit")
+    return replace(best, seconds=time.perf_counter() - began)
+
+
+class _Pricing:
+    """Column generation over the pair-window cells: the LP starts with the cells of each job's best
+    partners; after each solve every cell not yet in it is priced with the row duals (its reduced
+    cost ``−Σ_r y_r·a_r``, over the rows it would enter), the most negative enter, and the loop ends
+    when none is negative, at the optimum of the LP with every cell. Each solve also gives a valid
+    bound before that (Lagrangian, with the missing cells boxed by ``[0, u]``):
+    ``z + Σ_cells u·min(0, reduced cost)``."""
+
+    def __init__(self, cells: _Cells, base_rows: int) -> None:
+        self.cells = cells
+        self.candidates = cells.candidates()
+        count = len(self.candidates)
+        self.rows = np.full((count, 5), base_rows, dtype=np.int64)  # base_rows: a dual of 0
+        self.coefficients = np.zeros((count, 5), dtype=np.float64)
+        for c, (i, k, w) in enumerate(self.candidates):
+            for j, (row, value) in enumerate(cells.entries(i, k, w)):
+                self.rows[c, j] = row
+                self.coefficients[c, j] = value
+        self.upper = np.array([cells.upper(i, k, w) for i, k, w in self.candidates], dtype=np.float64)
+        self.in_model = np.zeros(count, dtype=bool)
+        self.columns: list[int] = []
+        self.base_rows = base_rows
+        self.batch = max(1000, 40 * len(cells.problem.jobs))  # measured: fewer, larger rounds are faster
+
+    def initial(self, partners: int) -> np.ndarray:
+        """The cells of each job's ``partners`` best partners (:func:`best_partner_pairs`) and of the
+        pairs that must share when they run together (their cells carry a row that is not slack at
+        ``s = 0``, so they cannot be priced in)."""
+        chosen = set(best_partner_pairs(self.cells.problem, partners))
+        return np.array(
+            [c for c, (i, k, _) in enumerate(self.candidates) if (i, k) in chosen or self.cells.forced(i, k)],
+            dtype=np.int64,
+        )
+
+    def add(self, highs: Any, entering: np.ndarray) -> None:
+        if len(entering) == 0:
+            return
+        first = highs.getNumCol()
+        starts: list[int] = []
+        indices: list[int] = []
+        values: list[float] = []
+        for c in entering:
+            starts.append(len(indices))
+            for row, value in zip(self.rows[c], self.coefficients[c], strict=True):
+                if row < self.base_rows:
+                    indices.append(int(row))
+                    values.append(float(value))
+        count = len(entering)
+        highs.addCols(
+            count,
+            np.zeros(count),
+            np.zeros(count),
+            self.upper[entering],
+            len(indices),
+            np.array(starts, dtype=np.int32),
+            np.array(indices, dtype=np.int32),
+            np.array(values, dtype=np.float64),
+        )
+        own_starts: list[int] = []
+        own_indices: list[int] = []
+        own_values: list[float] = []
+        own_upper: list[float] = []
+        for offset, c in enumerate(entering):
+            i, k, w = self.candidates[c]
+            for terms, upper in self.cells.own_rows(i, k, w, first + offset):
+                own_starts.append(len(own_indices))
+                own_upper.append(upper)
+                for column, value in terms:
+                    own_indices.append(column)
+                    own_values.append(value)
+        rows = len(own_starts)
+        highs.addRows(
+            rows,
+            np.full(rows, -_highs_infinity()),
+            np.array(own_upper, dtype=np.float64),
+            len(own_indices),
+            np.array(own_starts, dtype=np.int32),
+            np.array(own_indices, dtype=np.int32),
+            np.array(own_values, dtype=np.float64),
+        )
+        self.in_model[entering] = True
+        self.columns.extend(range(first, first + count))
+
+    def price(self, highs: Any) -> tuple[float, np.ndarray]:
+        """The bound this solve proves and the cells to enter next (none: the LP is optimal)."""
+        objective = float(highs.getInfo().objective_function_value)
+        duals = np.append(np.asarray(highs.getSolution().row_dual[: self.base_rows], dtype=np.float64), 0.0)
+        reduced = -(self.coefficients * duals[self.rows]).sum(axis=1)
+        reduced[self.in_model] = 0.0
+        bound = objective + float(np.minimum(reduced, 0.0) @ self.upper)
+        negative = np.flatnonzero(reduced < -PRICING_TOLERANCE)
+        if len(negative) == 0:
+            return objective, negative
+        order = negative[np.argsort(reduced[negative], kind="stable")]
+        return bound, order[: self.batch]
+
+
+def _highs_infinity() -> float:
+    import highspy
+
+    return float(highspy.kHighsInf)

@@ -52,7 +52,7 @@ from formulation.discretize import (
 from formulation.errors import DuettoInputError, InfeasibleInstanceError
 from formulation.instance import Instance
 from formulation.interference import TableInterference
-from formulation.relaxation import RelaxationBound, pair_coupled_bound
+from formulation.relaxation import RelaxationBound, refined_coupled_bound
 from formulation.schedule import Schedule
 from solvers.backend_protocol import BackendOutcome, SolverUnavailableError
 from solvers.backends import BackendSpec, check_available, resolve
@@ -769,10 +769,11 @@ def _proven_optimal(tracker: _Tracker) -> bool:
 
 
 class _CoupledBound:
-    """The pair-coupled LP bound (:func:`formulation.relaxation.pair_coupled_bound`) on a thread of the
-    parent while the solver's worker runs: HiGHS releases the GIL, and its time limit ends it before
-    the deadline. A bound it proves is offered to the tracker like the solver's own. Once the solve
-    is proven optimal the LP is cancelled rather than waited for."""
+    """The pair-coupled LP bound (:func:`formulation.relaxation.refined_coupled_bound`: coarse windows,
+    then finer ones while it is the best bound) on a thread of the parent while the solver's worker
+    runs: HiGHS releases the GIL, and its time limit ends it before the deadline. Each bound it proves
+    is offered to the tracker like the solver's own. Once the solve is proven optimal the LP is
+    cancelled rather than waited for."""
 
     def __init__(self, problem: SlottedProblem, tracker: _Tracker, deadline: float) -> None:
         self.outcome: RelaxationBound | None = None
@@ -785,14 +786,20 @@ class _CoupledBound:
 
     def _run(self, problem: SlottedProblem, deadline: float) -> None:
         try:
-            outcome = pair_coupled_bound(problem, time_limit=max(0.01, deadline - time.time()), cancel=self.cancel)
+            outcome = refined_coupled_bound(
+                problem, time_limit=max(0.01, deadline - time.time()), cancel=self.cancel, on_bound=self._offer
+            )
         except Exception as error:  # a bound is an extra; a failure must not lose the solve
             self.error = f"{type(error).__name__}: {error}"
             return
         self.outcome = outcome
-        if outcome.proven:
-            # HiGHS' optimality tolerances: give back a hair before rounding up to an integer objective
-            self.tracker.offer_bound(outcome.value - 1e-6 * max(1.0, abs(outcome.value)))
+
+    def _offer(self, outcome: RelaxationBound) -> bool:
+        """Offer a proven bound; refine the LP only while it is the best bound and the solve goes on."""
+        # HiGHS' optimality tolerances: give back a hair before rounding up to an integer objective
+        value = outcome.value - 1e-6 * max(1.0, abs(outcome.value))
+        self.tracker.offer_bound(value)
+        return self.tracker.bound <= value + 1e-9 and not _proven_optimal(self.tracker)
 
     def finish(self, hard_deadline: float) -> None:
         """Wait for the LP until ``hard_deadline`` at most (cancel it first if the solve is already
@@ -816,6 +823,7 @@ class _CoupledBound:
                 "variables": outcome.variables,
                 "constraints": outcome.constraints,
                 "seconds": round(outcome.seconds, 3),
+                "rounds": outcome.rounds,
                 "shared_fraction": None if math.isnan(outcome.shared_fraction) else round(outcome.shared_fraction, 4),
             }
 

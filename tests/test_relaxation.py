@@ -13,7 +13,7 @@ from formulation.discretize import choose_slot, completion_sum_lower_bound, disc
 from formulation.generator import generate_instance
 from formulation.instance import Instance, Job
 from formulation.interference import TableInterference
-from formulation.relaxation import choose_window, pair_coupled_bound
+from formulation.relaxation import RelaxationBound, choose_window, pair_coupled_bound, refined_coupled_bound
 from formulation.speed import Profile
 from solvers import SolveStatus, solve
 from solvers.warmstart import warm_start
@@ -57,7 +57,13 @@ def test_coupled_bound_never_exceeds_a_proven_optimum(seed: int) -> None:
     assert result.status is SolveStatus.OPTIMAL
     optimum = result.stats["objective_slots"]
     problem = discretize(instance, slot=result.stats["problem"]["slot_seconds"])
-    for candidate in (pair_coupled_bound(problem), pair_coupled_bound(problem, window_slots=3)):
+    candidates = (
+        pair_coupled_bound(problem),
+        pair_coupled_bound(problem, window_slots=3),
+        pair_coupled_bound(problem, cut=max(1, problem.horizon // 4)),  # most of it past the cut
+        pair_coupled_bound(problem, initial_partners=0, max_rounds=1),  # the Lagrangian bound of round 1
+    )
+    for candidate in candidates:
         assert candidate.proven
         assert candidate.value <= optimum + 1e-6
     reported = result.stats["coupled_bound"]
@@ -92,7 +98,7 @@ def test_window_width_grows_with_a_smaller_budget() -> None:
     assert coarse.proven and coarse.window_slots == wide
     assert coarse.variables < pair_coupled_bound(problem, window_slots=narrow).variables
     # without windows the horizon is the serial schedule's: too large an LP is skipped, not started
-    too_large = pair_coupled_bound(base, max_columns=20_000)
+    too_large = pair_coupled_bound(base, max_columns=2_000)
     assert too_large.status.startswith("skipped") and "columns" in too_large.status and too_large.seconds == 0.0
 
 
@@ -114,3 +120,73 @@ def test_a_cancelled_lp_stops_and_says_so() -> None:
     assert outcome.status == "cancelled" and not outcome.proven and math.isnan(outcome.value)
     # the same LP, not cancelled, is solved
     assert pair_coupled_bound(problem, max_cells=2000).proven
+
+
+def test_pricing_reaches_the_lp_with_every_cell() -> None:
+    # column generation: starting with no cell and pricing them in ends at the optimum of the LP that
+    # has every cell from the start; stopped after one round, the Lagrangian bound is lower but valid
+    base = discretize(generate_instance(12, 2, 4, 2))
+    problem = base.with_upper_bound(warm_start(base))
+    every = pair_coupled_bound(problem, initial_partners=problem.num_jobs)
+    priced = pair_coupled_bound(problem, initial_partners=0)
+    assert every.status == priced.status == "optimal"
+    assert every.rounds == 1 and priced.rounds > 1
+    assert priced.value == pytest.approx(every.value, rel=1e-6)
+    assert priced.variables < every.variables  # only the cells that can lower the LP entered
+    first = pair_coupled_bound(problem, max_rounds=1)  # the cells of each job's 3 best partners
+    assert first.status == "rounds" and first.rounds == 1 and first.proven
+    assert 0 < first.value < every.value - 1e-3
+
+
+def test_a_short_cut_weakens_the_bound_but_keeps_it() -> None:
+    base = discretize(generate_instance(12, 2, 4, 2))
+    problem = base.with_upper_bound(warm_start(base))
+    full = pair_coupled_bound(problem, cut=problem.horizon)
+    default = pair_coupled_bound(problem)
+    short = pair_coupled_bound(problem, cut=problem.horizon // 8)
+    assert full.proven and default.proven and short.proven
+    assert short.value <= default.value + 1e-6 <= full.value + 2e-6
+    assert default.value >= full.value * 0.995  # the default cut costs next to nothing
+    assert short.variables < default.variables < full.variables
+
+
+def test_refinement_halves_the_windows_while_the_bound_is_wanted() -> None:
+    base = discretize(generate_instance(12, 2, 4, 1))
+    problem = base.with_upper_bound(warm_start(base))
+    seen: list[RelaxationBound] = []
+
+    def keep(outcome: RelaxationBound) -> bool:
+        seen.append(outcome)
+        return True
+
+    best = refined_coupled_bound(problem, time_limit=120, max_cells=500, on_bound=keep)  # coarse first
+    widths = [outcome.window_slots for outcome in seen]
+    assert len(seen) >= 2 and widths == sorted(widths, reverse=True) and len(set(widths)) == len(widths)
+    assert widths[-1] == 1 and all(outcome.status == "optimal" for outcome in seen)
+    assert best.value == max(outcome.value for outcome in seen)
+    assert best.value >= seen[0].value
+    # a caller that has a better bound of its own stops the refinement after the first LP
+    once: list[RelaxationBound] = []
+    refined_coupled_bound(
+        problem, time_limit=120, max_cells=500, on_bound=lambda outcome: once.append(outcome) is not None
+    )
+    assert len(once) == 1 and once[0].window_slots == widths[0]
+
+
+def test_pairs_too_large_to_run_side_by_side_share_whenever_they_overlap(monkeypatch: pytest.MonkeyPatch) -> None:
+    # two GPUs: a gang of 2 and two one-GPU jobs, ξ = 1.9 everywhere (sharing nearly halves both).
+    # Optimum: b and c side by side, then a: 4 + 6 + 16 = 26. Whenever a runs with b or c they share a
+    # GPU (2 + 1 > 2 GPUs); with that row the LP is exact, without it a runs fractionally next to them
+    # as if it could pick when to pay
+    profiles = {name: Profile(name, compute_alpha=1.0, memory_base_gib=1.0) for name in ("big", "small")}
+    jobs = (Job("a", 0.0, 2, 10, 1, "big"), Job("b", 0.0, 1, 4, 1, "small"), Job("c", 0.0, 1, 6, 1, "small"))
+    table = {(x, y): 1.9 for x in ("big", "small") for y in ("big", "small")}
+    instance = Instance(Cluster(1, 2, 16.0), jobs, profiles, TableInterference(table))
+    problem = discretize(instance, slot=1.0)
+    result = solve(instance, "cpsat", time_limit=20, slot=1.0, coupled_bound=False)
+    assert result.status is SolveStatus.OPTIMAL and result.stats["objective_slots"] == 26
+    with_rows = pair_coupled_bound(problem)
+    assert with_rows.proven and 25.99 < with_rows.value <= 26 + 1e-6
+    monkeypatch.setattr("formulation.relaxation._Cells.forced", lambda self, i, k: 0)
+    without = pair_coupled_bound(problem)
+    assert without.proven and without.value < 25.01
