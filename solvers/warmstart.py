@@ -24,6 +24,9 @@ both hints the solver better and narrows every job's window. A user's own schedu
 from __future__ import annotations
 
 import logging
+import math
+import random
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -148,7 +151,10 @@ def policy_warm_starts(
     return solutions
 
 
-def _greedy(problem: SlottedProblem, share: bool) -> SlotSolution:
+def _greedy(problem: SlottedProblem, share: bool, priority: Sequence[float] | None = None) -> SlotSolution:
+    """List scheduling slot by slot: waiting jobs in ``priority`` order (default shortest first), each
+    started alone or, with ``share``, next to running jobs when the pairwise estimate says so."""
+    rank = [float(job.min_slots) for job in problem.jobs] if priority is None else list(priority)
     units = problem.units_per_slot
     capacity = problem.capacity
     occupants: list[list[int]] = [[] for _ in range(problem.num_gpus)]  # job indices per GPU
@@ -160,7 +166,7 @@ def _greedy(problem: SlottedProblem, share: bool) -> SlotSolution:
     while pending or waiting or running:
         while pending and problem.jobs[pending[0]].release <= t:
             waiting.append(pending.pop(0))
-        waiting.sort(key=lambda i: (problem.jobs[i].min_slots, i))
+        waiting.sort(key=lambda i: (rank[i], i))
         for i in list(waiting):
             choice = _place(problem, i, occupants, running, share, capacity)
             if choice is None:
@@ -187,6 +193,79 @@ def _greedy(problem: SlottedProblem, share: bool) -> SlotSolution:
         if not running and not waiting and pending:
             t = max(t, problem.jobs[pending[0]].release)
     return solution
+
+
+def local_search(
+    problem: SlottedProblem,
+    start: SlotSolution,
+    *,
+    time_budget: float,
+    seed: int = 0,
+    max_stale: int | None = None,
+) -> SlotSolution:
+    """Improve a schedule by searching over the greedy's job order (an iterated list scheduler).
+
+    The order starts as ``start``'s start slots (ties shortest first), decoded by the greedy with and
+    without sharing; then, while ``time_budget`` seconds last, two random jobs swap places in the
+    order and the decoded schedule is kept when it is no worse (plateaus are walked). Measured on the
+    standard family at 24-50 jobs on 8 GPUs, 10 s of it beat the look-ahead policy's schedule on 5 of 9
+    instances by 1-3 %, where CP-SAT improved on it by 0-1.5 % in 60 s (``docs/oracle.md``).
+
+    Parameters
+    ----------
+    problem
+        The slotted problem.
+    start
+        A valid slot-level solution (e.g. the best warm start); returned if nothing beats it.
+    time_budget
+        Seconds to search.
+    seed
+        Seed of the swaps (the search is also bounded by time, so only a run with the same number
+        of steps repeats exactly).
+    max_stale
+        Stop after this many steps without a strict improvement (default ``20 · n``).
+
+    Returns
+    -------
+    SlotSolution
+        The best schedule seen, by the exact integer rule (:func:`evaluate`); valid, not canonicalised.
+    """
+    began = time.perf_counter()
+    n = problem.num_jobs
+    if n < 2:
+        return dict(start)
+
+    def value(solution: SlotSolution) -> int:
+        return problem.objective_slots(evaluate(problem, solution, exact=True))
+
+    best, best_value = dict(start), value(start)
+    order = sorted(range(n), key=lambda i: (start[problem.jobs[i].id].start, problem.jobs[i].min_slots, i))
+    rank = [0.0] * n
+    for position, i in enumerate(order):
+        rank[i] = float(position)
+    share, current = True, math.inf
+    for variant in (True, False):
+        candidate = _greedy(problem, variant, rank)
+        if not check_solution(problem, candidate, check_windows=False) and value(candidate) < current:
+            share, current = variant, value(candidate)
+            if current < best_value:
+                best, best_value = candidate, current
+    rng = random.Random(seed)
+    stale, limit = 0, 20 * n if max_stale is None else max_stale
+    while time.perf_counter() - began < time_budget and stale < limit:
+        a, b = rng.sample(range(n), 2)
+        rank[a], rank[b] = rank[b], rank[a]
+        candidate = _greedy(problem, share, rank)
+        candidate_value = value(candidate)
+        if candidate_value <= current and not check_solution(problem, candidate, check_windows=False):
+            stale = 0 if candidate_value < current else stale + 1
+            current = candidate_value
+            if current < best_value:
+                best, best_value = candidate, current
+        else:
+            rank[a], rank[b] = rank[b], rank[a]
+            stale += 1
+    return best
 
 
 def _idle_gpus(problem: SlottedProblem, occupants: list[list[int]]) -> list[int]:

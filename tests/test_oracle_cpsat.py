@@ -38,7 +38,7 @@ from formulation.validator import validate
 from heuristics import registry
 from heuristics.core import ClusterView, Start
 from solvers import Progress, SolverUnavailableError, SolveStatus, available_solvers, solve, solve_many
-from solvers.warmstart import policy_warm_starts, warm_start
+from solvers.warmstart import local_search, policy_warm_starts, warm_start
 
 U = 10**6
 
@@ -245,6 +245,37 @@ def test_policy_warm_starts_are_valid_and_tighten_the_upper_bound() -> None:
     assert all(b.latest_end <= g.latest_end for b, g in zip(best.jobs, greedy.jobs, strict=True))
     # a small time budget leaves the look-ahead out (24 jobs × 20 ms > 0.1 s); SJF-BSBF still runs
     assert len(policy_warm_starts(problem, time_budget=0.1)) == 1
+
+
+def test_local_search_improves_the_warm_start_and_repeats_with_its_seed() -> None:
+    # 8 jobs on 8 GPUs: the best of the greedy and the policies costs 361 slots; reordering the
+    # greedy's list finds 353 (measured). Stopped by staleness (not time), a seed repeats exactly
+    instance = generate_instance(8, 2, 4, 5)
+    problem = discretize(instance)
+    start = warm_start(problem, candidates=policy_warm_starts(problem))
+    start_value = problem.objective_slots(evaluate(problem, start, exact=True))
+    runs = [local_search(problem, start, time_budget=600, max_stale=100, seed=3) for _ in range(2)]
+    assert runs[0] == runs[1]
+    improved = runs[0]
+    assert check_solution(problem, improved, check_windows=False) == []
+    value = problem.objective_slots(evaluate(problem, improved, exact=True))
+    assert value < start_value
+    report = validate(instance, to_schedule(problem, improved, producer="local-search"))
+    assert report.ok and round(report.total_jct(instance)) == round(problem.objective_seconds(value))
+    # nothing to reorder: the start comes back
+    single = discretize(generate_instance(1, 1, 2, 0))
+    alone = warm_start(single)
+    assert local_search(single, alone, time_budget=1) == alone
+
+
+def test_solve_starts_from_the_local_search_unless_told_not_to() -> None:
+    instance = generate_instance(8, 2, 4, 5)
+    slot = discretize(instance).slot
+    searched = solve(instance, "cpsat", time_limit=20, slot=slot, coupled_bound=False)
+    plain = solve(instance, "cpsat", time_limit=20, slot=slot, coupled_bound=False, local_search=False)
+    assert searched.stats["warm_start_objective"] < plain.stats["warm_start_objective"]
+    for result in (searched, plain):
+        assert result.objective <= result.stats["warm_start_objective"] + 1e-6
 
 
 class _GangBreaker:

@@ -93,6 +93,13 @@ def register(app: typer.Typer) -> None:
                 help="also start from SJF-BSBF and its look-ahead simulated in the slotted semantics",
             ),
         ] = True,
+        local_search: Annotated[
+            bool,
+            typer.Option(
+                "--local-search/--no-local-search",
+                help="improve the initial schedule by a search over the greedy's job order (a tenth of the time)",
+            ),
+        ] = True,
         coupled_bound: Annotated[
             bool,
             typer.Option(
@@ -123,6 +130,7 @@ def register(app: typer.Typer) -> None:
             "options": options,
             "warm_start_schedule": initial,
             "policy_warm_start": policy_warm_start,
+            "local_search": local_search,
             "coupled_bound": coupled_bound,
         }
         show = not quiet and not json_output and error_console.is_terminal
