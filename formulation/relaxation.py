@@ -121,9 +121,9 @@ class RelaxationBound:
         return math.isfinite(self.value)
 
 
-def _pair_cells(problem: SlottedProblem, width: int, cut: int, pairs: tuple[tuple[int, int], ...]) -> int:
+def _pair_cells(problem: SlottedProblem, width: int, cut: int) -> int:
     cells = 0
-    for i, k in pairs:
+    for i, k in problem.sharing_pairs:
         a, b = problem.jobs[i], problem.jobs[k]
         lo, hi = max(a.release, b.release), min(a.latest_end, b.latest_end, cut)
         if hi > lo:
@@ -136,14 +136,12 @@ def choose_window(
     max_cells: int = DEFAULT_MAX_CELLS,
     *,
     cut: int | None = None,
-    pairs: tuple[tuple[int, int], ...] | None = None,
 ) -> int:
-    """The narrowest window width (slots) whose pair-window cells fit in ``max_cells`` (time axis up to
-    ``cut``, default the horizon; ``pairs`` the explicit sharing pairs, default all)."""
+    """The narrowest window width (slots) whose candidate pair-window cells fit in ``max_cells`` (time
+    axis up to ``cut``, default the horizon)."""
     cut = problem.horizon if cut is None else cut
-    pairs = problem.sharing_pairs if pairs is None else pairs
     width = 1
-    while width < cut and _pair_cells(problem, width, cut, pairs) > max_cells:
+    while width < cut and _pair_cells(problem, width, cut) > max_cells:
         width = max(width + 1, math.ceil(width * 1.25))
     return width
 
@@ -291,14 +289,12 @@ def _mean_busy_terms(
     return [(p, start / work), (square, 1.0 / work)]
 
 
-def _build(
-    problem: SlottedProblem, width: int, cut: int | None = None, pairs: tuple[tuple[int, int], ...] | None = None
-) -> tuple[_LinearProgram, _Cells]:
+def _build(problem: SlottedProblem, width: int, cut: int | None = None) -> tuple[_LinearProgram, _Cells]:
     """The LP without its pair-window cells, and the cells' bookkeeping."""
     jobs = problem.jobs
     units = problem.units_per_slot
     cut = problem.horizon if cut is None else min(cut, problem.horizon)
-    pairs = problem.sharing_pairs if pairs is None else pairs
+    pairs = problem.sharing_pairs
     gpus = [job.num_gpus for job in jobs]
     work = [min(mode.work for mode in job.modes) for job in jobs]
     windows = [(a, min(cut, a + width)) for a in range(0, cut, width)]
@@ -618,11 +614,12 @@ def refined_coupled_bound(
     cancel: threading.Event | None = None,
     on_bound: Callable[[RelaxationBound], bool] | None = None,
 ) -> RelaxationBound:
-    """:func:`pair_coupled_bound` at the width its budget (``max_cells``) picks, then at half that width, and so on
-    down to one slot while ``time_limit`` (seconds, for all of it) lasts: narrower windows give a
-    stronger but larger LP, and the first, coarse one makes sure a bound comes in time. Each bound is
-    passed to ``on_bound`` as it is proven, which says whether to go on (a solver whose own bound is
-    higher has no use for a finer LP); the best one is returned (``seconds``: the whole refinement).
+    """:func:`pair_coupled_bound` at the width its budget (``max_cells``) picks, then at half that
+    width, and so on down to one slot while ``time_limit`` (seconds, for all of it) lasts: narrower
+    windows give a stronger but larger LP, and the first, coarse one makes sure a bound comes in time.
+    Each bound is passed to ``on_bound`` as it is proven, which says whether to go on (a solver whose
+    own bound is higher has no use for a finer LP); the best one is returned (``seconds``: the whole
+    refinement).
     """
     began = time.perf_counter()
     best: RelaxationBound | None = None

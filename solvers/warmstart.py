@@ -19,6 +19,9 @@ semantics (SJF-BSBF and its look-ahead, ``heuristics/``), as further candidates:
 this greedy on 8 of 9 instances at 12-50 jobs on 8 GPUs, by 4-12 % (``docs/oracle.md``), and a better upper bound
 both hints the solver better and narrows every job's window. A user's own schedule (``duetto solve
 --warm-start``) is one more candidate. The best valid candidate wins.
+
+:func:`local_search` then improves it: a search over the greedy's job order (an iterated list
+scheduler), decoded by the same greedy.
 """
 
 from __future__ import annotations
