@@ -575,6 +575,13 @@ def pair_coupled_bound(
         highs.run()
         rounds += 1
         model_status = highs.getModelStatus()
+        retry = model_status not in (highspy.HighsModelStatus.kOptimal, highspy.HighsModelStatus.kTimeLimit)
+        if retry and rounds > 1 and not (cancel is not None and cancel.is_set()):
+            # seen once in a while: a re-solve from the previous basis ends "unknown" after new cells
+            # entered; solving again from scratch settles it
+            highs.clearSolver()
+            highs.run()
+            model_status = highs.getModelStatus()
         if model_status != highspy.HighsModelStatus.kOptimal:
             if model_status == highspy.HighsModelStatus.kTimeLimit:
                 status = "time_limit"

@@ -440,8 +440,9 @@ def solve(
         often finds better schedules than the solver does in the rest of the time.
     coupled_bound
         While the solver runs, also solve the pair-coupled LP relaxation
-        (:func:`formulation.relaxation.pair_coupled_bound`, total JCT with two jobs per GPU) on one
-        thread and report the larger of its bound and the solver's.
+        (:func:`formulation.relaxation.refined_coupled_bound`, total JCT with two jobs per GPU;
+        coarse windows first, then finer ones while it is the best bound) on one thread and report
+        the larger of its bound and the solver's.
     export_model
         Write the Pyomo model of the same problem to this ``.mps`` / ``.lp`` file before solving.
     horizon_slots

@@ -211,8 +211,9 @@ def local_search(
     The order starts as ``start``'s start slots (ties shortest first), decoded by the greedy with and
     without sharing; then, while ``time_budget`` seconds last, two random jobs swap places in the
     order and the decoded schedule is kept when it is no worse (plateaus are walked). Measured on the
-    standard family at 24-50 jobs on 8 GPUs, 10 s of it beat the look-ahead policy's schedule on 5 of 9
-    instances by 1-3 %, where CP-SAT improved on it by 0-1.5 % in 60 s (``docs/oracle.md``).
+    standard family at 12-50 jobs on 8 GPUs, 6 s of it improved on the best of the greedy and the
+    policies on 6 of 12 instances, by up to 4 % (2.9 / 0.9 / 4.0 % at 50 jobs), where CP-SAT improves
+    on it by 0-1.5 % in a minute from 32 jobs on (``docs/oracle.md``).
 
     Parameters
     ----------
