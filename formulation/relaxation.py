@@ -36,7 +36,11 @@ and the shared GPU-slots of different pairs are disjoint):
   per slot, so ``E_i ≥ M_i + W_i/(2U)`` with ``M_i`` the mean time of its work; in window ``w`` that
   work starts at ``a'_w = max(a_w, release_i)`` and takes at least ``p/U`` slots, so its mean time is
   at least ``a'_w + p/(2U)``; the convex term ``p²/(2U)`` is bounded below by tangents. Also
-  ``E_i ≥ release_i + d_i``.
+  ``E_i ≥ release_i + d_i``;
+* too large to run side by side (``G_i + G_k > #GPUs``): whenever both run they share at least
+  ``G_i + G_k − #GPUs`` GPUs, and both run in at least ``r[i,w] + r[k,w] − |w|`` slots of ``w`` (``|w|``
+  at most the window width), so ``s[i,k,w] ≥ (G_i + G_k − #GPUs)·(r[i,w] + r[k,w] − |w|)``; if they
+  may not share, ``r[i,w] + r[k,w] ≤ |w|``.
 
 Minimising ``Σ_i E_i`` gives the bound. Every schedule of the slotted model with objective at most the
 problem's upper bound is a feasible point (its windows come from that bound), so the LP optimum, capped
@@ -622,7 +626,8 @@ def refined_coupled_bound(
     on_bound: Callable[[RelaxationBound], bool] | None = None,
 ) -> RelaxationBound:
     """:func:`pair_coupled_bound` at the width its budget (``max_cells``) picks, then at half that
-    width, and so on down to one slot while ``time_limit`` (seconds, for all of it) lasts: narrower
+    width, and so on down to one slot while ``time_limit`` (seconds, for all of it) leaves the next
+    LP (about twice as slow as the last) time to finish: narrower
     windows give a stronger but larger LP, and the first, coarse one makes sure a bound comes in time.
     Each bound is passed to ``on_bound`` as it is proven, which says whether to go on (a solver whose
     own bound is higher has no use for a finer LP); the best one is returned (``seconds``: the whole
@@ -641,6 +646,8 @@ def refined_coupled_bound(
             best = outcome
         if not go_on or outcome.status != "optimal" or outcome.window_slots <= 1:
             break
+        if time_limit - (time.perf_counter() - began) < 2 * outcome.seconds:
+            break  # half the width takes about twice as long (measured): it would not finish
         width = outcome.window_slots // 2
     if best is None:
         return RelaxationBound(math.nan, "time_limit")
