@@ -605,9 +605,9 @@ def pair_coupled_bound(
         pricing.add(highs, entering)
     seconds = time.perf_counter() - began
     shared_fraction = math.nan
-    if math.isfinite(best):
-        if problem.upper_bound_value is not None:
-            best = min(best, float(problem.upper_bound_value))
+    if math.isfinite(best) and problem.upper_bound_value is not None:
+        best = min(best, float(problem.upper_bound_value))
+    if status in ("optimal", "rounds"):  # the last solve finished: its solution is the LP's
         solution = highs.getSolution().col_value
         busy = sum(solution[column] * count for column, count in lp.gpu_time.items())
         if busy > 0:
@@ -627,11 +627,10 @@ def refined_coupled_bound(
 ) -> RelaxationBound:
     """:func:`pair_coupled_bound` at the width its budget (``max_cells``) picks, then at half that
     width, and so on down to one slot while ``time_limit`` (seconds, for all of it) leaves the next
-    LP (about twice as slow as the last) time to finish: narrower
-    windows give a stronger but larger LP, and the first, coarse one makes sure a bound comes in time.
-    Each bound is passed to ``on_bound`` as it is proven, which says whether to go on (a solver whose
-    own bound is higher has no use for a finer LP); the best one is returned (``seconds``: the whole
-    refinement).
+    LP (about twice as slow as the last) time to finish: narrower windows give a stronger but larger
+    LP, and the first, coarse one makes sure a bound comes in time. Each bound is passed to
+    ``on_bound`` as it is proven, which says whether to go on (a solver whose own bound is higher has
+    no use for a finer LP); the best one is returned (``seconds``: the whole refinement).
     """
     began = time.perf_counter()
     best: RelaxationBound | None = None
