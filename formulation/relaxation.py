@@ -160,21 +160,6 @@ def default_cut(problem: SlottedProblem) -> int:
     return max(1, min(problem.horizon, math.ceil(CUT_FACTOR * makespan)))
 
 
-def best_partner_pairs(problem: SlottedProblem, partners: int) -> tuple[tuple[int, int], ...]:
-    """Sharing pairs among the ``partners`` best of either job (by pair throughput, memory-aware)."""
-    work = [min(mode.work for mode in job.modes) for job in problem.jobs]
-    ranked: dict[int, list[tuple[float, int]]] = {}
-    for i, k in problem.sharing_pairs:
-        throughput = _shared_speed(problem, i, k, work[i]) + _shared_speed(problem, k, i, work[k])
-        ranked.setdefault(i, []).append((-throughput, k))
-        ranked.setdefault(k, []).append((-throughput, i))
-    chosen: set[tuple[int, int]] = set()
-    for i, options in ranked.items():
-        for _, k in sorted(options)[:partners]:
-            chosen.add((min(i, k), max(i, k)))
-    return tuple(pair for pair in problem.sharing_pairs if pair in chosen)
-
-
 class _LinearProgram:
     """Column and row lists for HiGHS (rows as sparse coefficient lists)."""
 
@@ -187,7 +172,6 @@ class _LinearProgram:
         self.starts: list[int] = []
         self.indices: list[int] = []
         self.values: list[float] = []
-        self.shared: list[tuple[int, float]] = []  # (column, GPU-slots per unit), for the shared fraction
         self.gpu_time: dict[int, int] = {}  # r column -> G_i, for the shared fraction
 
     def column(self, lower: float = 0.0, upper: float = math.inf, cost: float = 0.0) -> int:
@@ -368,7 +352,7 @@ def _build(problem: SlottedProblem, width: int, cut: int | None = None) -> tuple
             for w, (a, b) in enumerate(windows):
                 if (i, w) in run and (k, w) in run:
                     lp.row([(run[(i, w)], 1.0), (run[(k, w)], 1.0)], upper=float(b - a))
-    cells = _Cells(problem, width, pairs, run)
+    cells = _Cells(problem, width, pairs, run, work)
     for w, terms in excess.items():
         cells.excess_row[w] = lp.row(terms, upper=0.0)
     sharing = {i for pair in pairs for i in pair}
@@ -403,11 +387,11 @@ class _Cells:
         width: int,
         pairs: tuple[tuple[int, int], ...],
         run: dict[tuple[int, int], int],
+        work: list[int],
     ) -> None:
         self.problem = problem
         self.units = problem.units_per_slot
         self.gpus = [job.num_gpus for job in problem.jobs]
-        self.work = [min(mode.work for mode in job.modes) for job in problem.jobs]
         self.width = width
         self.run = run
         self.excess_row: dict[int, int] = {}
@@ -415,13 +399,22 @@ class _Cells:
         self.loss_row: dict[tuple[int, int], int] = {}
         self.slowest: dict[tuple[int, int], int] = {}
         self.pairs = pairs
-        self.loss = {
-            (a, b): self.units - _shared_speed(problem, a, b, self.work[a])
-            for i, k in pairs
-            for a, b in ((i, k), (k, i))
-        }
-        self.added: set[tuple[int, int, int]] = set()
-        self.columns: list[int] = []
+        # σ of each job next to each partner, and the loss λ = U − σ it costs a shared GPU-slot
+        self.speed = {(a, b): _shared_speed(problem, a, b, work[a]) for i, k in pairs for a, b in ((i, k), (k, i))}
+        self.loss = {key: self.units - speed for key, speed in self.speed.items()}
+
+    def best_partner_pairs(self, partners: int) -> set[tuple[int, int]]:
+        """Pairs among the ``partners`` best of either job (by pair throughput ``σ_ik + σ_ki``)."""
+        ranked: dict[int, list[tuple[float, int]]] = {}
+        for i, k in self.pairs:
+            throughput = self.speed[(i, k)] + self.speed[(k, i)]
+            ranked.setdefault(i, []).append((-throughput, k))
+            ranked.setdefault(k, []).append((-throughput, i))
+        chosen: set[tuple[int, int]] = set()
+        for i, options in ranked.items():
+            for _, k in sorted(options)[:partners]:
+                chosen.add((min(i, k), max(i, k)))
+        return chosen
 
     def candidates(self) -> list[tuple[int, int, int]]:
         """Every cell: explicit pair and window where both jobs may run."""
@@ -678,10 +671,10 @@ class _Pricing:
         self.batch = max(1000, 40 * len(cells.problem.jobs))  # measured: fewer, larger rounds are faster
 
     def initial(self, partners: int) -> np.ndarray:
-        """The cells of each job's ``partners`` best partners (:func:`best_partner_pairs`) and of the
-        pairs that must share when they run together (their cells carry a row that is not slack at
+        """The cells of each job's ``partners`` best partners (:meth:`_Cells.best_partner_pairs`) and of
+        the pairs that must share when they run together (their cells carry a row that is not slack at
         ``s = 0``, so they cannot be priced in)."""
-        chosen = set(best_partner_pairs(self.cells.problem, partners))
+        chosen = self.cells.best_partner_pairs(partners)
         return np.array(
             [c for c, (i, k, _) in enumerate(self.candidates) if (i, k) in chosen or self.cells.forced(i, k)],
             dtype=np.int64,

@@ -276,6 +276,10 @@ def test_solve_starts_from_the_local_search_unless_told_not_to() -> None:
     assert searched.stats["warm_start_objective"] < plain.stats["warm_start_objective"]
     for result in (searched, plain):
         assert result.objective <= result.stats["warm_start_objective"] + 1e-6
+        assert result.schedule is not None
+        report = validate(instance, result.schedule)
+        assert report.ok, report.violations[:3]
+        assert round(report.total_jct(instance), 6) == round(result.objective, 6)
 
 
 class _GangBreaker:
