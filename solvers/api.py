@@ -687,7 +687,7 @@ def _initial_solution(problem: SlottedProblem, settings: _Settings) -> SlotSolut
     if not settings.local_search:
         return best
     improved = improve_by_local_search(problem, best, time_budget=LOCAL_SEARCH_SHARE * settings.time_limit)
-    return greedy_warm_start(problem, candidates=[best, improved])
+    return greedy_warm_start(problem, candidates=[best, improved], greedy=False)  # the models' form
 
 
 def _user_warm_start(problem: SlottedProblem, schedule: Schedule) -> SlotSolution:
@@ -793,6 +793,7 @@ class _CoupledBound:
 
     def __init__(self, problem: SlottedProblem, tracker: _Tracker, deadline: float) -> None:
         self.outcome: RelaxationBound | None = None
+        self.offered: RelaxationBound | None = None  # the best LP proven so far (a finer one may be running)
         self.error: str | None = None
         self.tracker = tracker
         self.problem = problem
@@ -815,6 +816,8 @@ class _CoupledBound:
         # HiGHS' optimality tolerances: give back a hair before rounding up to an integer objective
         value = outcome.value - 1e-6 * max(1.0, abs(outcome.value))
         self.tracker.offer_bound(value)
+        if self.offered is None or outcome.value > self.offered.value:
+            self.offered = outcome
         return self.tracker.bound <= value + 1e-9 and not _proven_optimal(self.tracker)
 
     def finish(self, hard_deadline: float) -> None:
@@ -823,14 +826,16 @@ class _CoupledBound:
         if self.thread.is_alive() and _proven_optimal(self.tracker):
             self.cancel.set()
         self.thread.join(max(0.0, hard_deadline - time.time()))
+        # a finer LP still being solved at the deadline leaves the best one proven before it
+        outcome = self.outcome or self.offered
         if self.error is not None:
             self.tracker.relaxation = {"status": f"failed: {self.error}"}
-        elif self.outcome is None:
+        elif outcome is None:
             self.tracker.relaxation = {"status": "time_limit"}
         else:
-            outcome = self.outcome
             self.tracker.relaxation = {
                 "status": outcome.status,
+                "refining": self.outcome is None,
                 "bound_slots": outcome.value if outcome.proven else None,
                 "bound_seconds": (
                     self.problem.objective_seconds(math.ceil(outcome.value - _BOUND_TOL)) if outcome.proven else None

@@ -71,6 +71,7 @@ def warm_start(
     *,
     allow_sharing: bool | None = None,
     candidates: Sequence[SlotSolution] = (),
+    greedy: bool = True,
 ) -> SlotSolution:
     """Best of the greedy variants (with and without sharing) and of ``candidates``, canonicalised.
 
@@ -82,20 +83,23 @@ def warm_start(
         ``None`` (default): run both variants and keep the better; ``True`` / ``False``: only that one.
     candidates
         Further slot-level solutions (e.g. :func:`policy_warm_starts`); invalid ones are skipped.
+    greedy
+        ``False``: only ``candidates`` (at least one valid), e.g. to put an improved schedule in the
+        models' form (fastest modes, canonical GPU labels) without running the greedy again.
     """
     variants = [True, False] if allow_sharing is None else [allow_sharing]
     best: SlotSolution | None = None
     best_value = 0
     # the serial schedule is a candidate too, so the warm start is never worse than the default bound
-    own = [_greedy(problem, share) for share in variants] + [serial_solution(problem)]
+    own = [_greedy(problem, share) for share in variants] + [serial_solution(problem)] if greedy else []
     for solution in [*own, *candidates]:
         if check_solution(problem, solution, check_windows=False):
             continue  # a greedy bug must never leak an invalid warm start; the other variant remains
         value = problem.objective_slots(evaluate(problem, solution, exact=True))
         if best is None or value < best_value:
             best, best_value = solution, value
-    if best is None:  # pragma: no cover - the serial schedule is always valid
-        raise RuntimeError("no valid warm start")
+    if best is None:  # the serial schedule is always valid: only without the greedy
+        raise ValueError("no valid schedule among the candidates")
     best = prefer_faster_modes(problem, best)
     ends = evaluate(problem, best, exact=True)
     return canonicalize(

@@ -262,6 +262,12 @@ def test_local_search_improves_the_warm_start_and_repeats_with_its_seed() -> Non
     assert value < start_value
     report = validate(instance, to_schedule(problem, improved, producer="local-search"))
     assert report.ok and round(report.total_jct(instance)) == round(problem.objective_seconds(value))
+    # put in the models' form without running the greedy again: canonical, valid, no worse
+    shaped = warm_start(problem, candidates=[improved], greedy=False)
+    assert is_canonical(problem, shaped) and check_solution(problem, shaped, check_windows=False) == []
+    assert problem.objective_slots(evaluate(problem, shaped, exact=True)) <= value
+    with pytest.raises(ValueError, match="no valid schedule"):
+        warm_start(problem, greedy=False)
     # nothing to reorder: the start comes back
     single = discretize(generate_instance(1, 1, 2, 0))
     alone = warm_start(single)

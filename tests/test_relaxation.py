@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 
 import pytest
 
@@ -190,3 +191,35 @@ def test_pairs_too_large_to_run_side_by_side_share_whenever_they_overlap(monkeyp
     monkeypatch.setattr("formulation.relaxation._Cells.forced", lambda self, i, k: 0)
     without = pair_coupled_bound(problem)
     assert without.proven and without.value < 25.01
+
+
+def test_the_summary_keeps_the_bound_of_an_lp_proven_before_the_deadline_cut_the_refinement() -> None:
+    from solvers.api import _CoupledBound, _Tracker
+
+    base = discretize(generate_instance(12, 2, 4, 1))
+    initial = warm_start(base)
+    problem = base.with_upper_bound(initial)
+    tracker = _Tracker(problem, initial, float(problem.upper_bound_value or math.inf), 0.0)
+    offered, released = threading.Event(), threading.Event()
+
+    class HeldAfterTheFirstBound(_CoupledBound):
+        # the refinement is held right after its first LP, as if the next one were still being solved
+        def _offer(self, outcome: RelaxationBound) -> bool:
+            go_on = super()._offer(outcome)
+            offered.set()
+            released.wait(60)
+            return go_on
+
+    lp = HeldAfterTheFirstBound(problem, tracker, time.time() + 60)
+    assert offered.wait(60)
+    lp.finish(time.time())  # the deadline: the refinement has not returned
+    released.set()
+    lp.cancel.set()
+    lp.thread.join(60)
+    summary = tracker.relaxation
+    assert summary is not None and lp.offered is not None
+    assert summary["refining"] is True and summary["status"] == "optimal"
+    assert summary["bound_slots"] == lp.offered.value
+    assert summary["window_slots"] == lp.offered.window_slots
+    assert tracker.bound == pytest.approx(lp.offered.value, rel=1e-5)
+    assert summary["bound_seconds"] == problem.objective_seconds(math.ceil(lp.offered.value - 1e-6))
