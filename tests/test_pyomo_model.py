@@ -290,7 +290,7 @@ def test_highs_and_cpsat_reach_the_same_proven_optimum() -> None:
     """32 random instances of 4-6 jobs on 4-8 GPUs at the default slot length: wherever both solvers
     prove optimality (at least 30 of them, measured: 34 of 36 in docs/pyomo-model.md) the optimum is
     the same, and every schedule passes the validator in slotted mode."""
-    from benchmarks.pyomo_scaling import cross_check
+    from benchmarks.oracle_scaling import cross_check
 
     specs = [(n, nodes, gpn, seed) for n in (4, 5) for nodes, gpn in ((1, 4), (1, 8), (2, 4)) for seed in range(4)]
     specs += [(6, nodes, gpn, seed) for nodes, gpn in ((1, 8), (2, 4)) for seed in range(4)]
