@@ -43,9 +43,11 @@ from typing import Any, Literal, cast
 import pandas as pd
 
 from formulation.discretize import choose_slot
+from formulation.errors import DuettoInputError
 from formulation.generator import generate_instance
 from formulation.validator import validate
-from solvers import solve
+from solvers import SolverUnavailableError, solve
+from solvers.backends import check_available, resolve
 
 Arrivals = Literal["zero", "poisson"]
 
@@ -484,6 +486,14 @@ def main(argv: list[str] | None = None) -> int:
     """
     parser = _parser()
     args = parser.parse_args(argv)
+    try:
+        return _run(parser, args)
+    except (DuettoInputError, SolverUnavailableError) as error:  # e.g. a pyomo:NAME Pyomo cannot run
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.shape:
         shapes: list[tuple[int, int]] = list(dict.fromkeys(args.shape))
     else:
@@ -494,6 +504,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--jobs and --seeds must be positive")
     if args.time_limit <= 0:
         parser.error("--time-limit must be positive")
+    for option, name in (("--solver", args.solver), ("--cross-check-with", args.cross_check_with)):
+        if name is None:
+            continue
+        try:  # before any solve: a misspelt or missing solver is an argument error, not a traceback
+            check_available(resolve(name))
+        except (DuettoInputError, SolverUnavailableError) as error:
+            parser.error(f"{option}: {error}")
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     arrivals = cast(Arrivals, args.arrivals)
     if args.cross_check_with is not None:

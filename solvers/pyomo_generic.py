@@ -10,6 +10,7 @@ a warm start is passed when the interface supports one. Unlike the ``highs`` bac
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from typing import Any
@@ -57,10 +58,17 @@ def solver_factory(name: str) -> Any:
     import pyomo.environ as pyo
     from pyomo.opt.base.solvers import UnknownSolver
 
+    # an unknown name makes Pyomo log a warning with its own traceback before it returns an
+    # UnknownSolver; the error below says it in one line
+    pyomo_log = logging.getLogger("pyomo.opt")
+    level = pyomo_log.level
+    pyomo_log.setLevel(logging.ERROR)
     try:
         solver = pyo.SolverFactory(name)
     except Exception as error:  # a plugin that fails to construct is as good as missing
         raise SolverUnavailableError(f"Pyomo cannot create solver '{name}': {error}") from error
+    finally:
+        pyomo_log.setLevel(level)
     if solver is None or isinstance(solver, UnknownSolver):
         raise SolverUnavailableError(
             f"Pyomo knows no solver named '{name}' (try gurobi, cplex, scip, cbc, glpk, appsi_highs)"

@@ -64,6 +64,8 @@ def test_largest_proven_needs_every_seed() -> None:
         (["--shape", "4by2"], "--shape"),
         (["--shape", "0x4"], "--shape"),
         (["--gpus", "6", "--gpus-per-node", "4"], "--gpus"),
+        (["--solver", "foo"], "--solver"),
+        (["--solver", "cpsat", "--cross-check-with", "nosuchsolver"], "--cross-check-with"),
     ],
 )
 def test_bad_cluster_arguments_are_argparse_errors(
@@ -92,3 +94,15 @@ def test_cross_check_highs_against_cpsat(tmp_path: Path, capsys: pytest.CaptureF
     assert bool(row["agree"]) is True
     assert round(row["highs_slots"]) == round(row["cpsat_slots"])
     assert "both proven: 1 of 1; agreeing: 1" in capsys.readouterr().out
+
+
+def test_a_solver_pyomo_cannot_run_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # known only once the worker asks Pyomo: the run stops with exit status 2 and one line, no CSV
+    output = tmp_path / "x.csv"
+    code = main(_argv("--solver pyomo:nosuchsolver --jobs 4 --shape 1x4 --seeds 1 --time-limit 20", output))
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [
+        "error: Pyomo knows no solver named 'nosuchsolver' (try gurobi, cplex, scip, cbc, glpk, appsi_highs)"
+    ]
+    assert not output.exists()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -141,6 +143,23 @@ def test_bad_input_gives_one_line_errors(
         result = runner.invoke(app, args)
         assert result.exit_code == 2, (args, result.output)
         assert expected in _one_error_line(result.output), args
+
+
+def test_a_solver_pyomo_does_not_know_is_one_line_on_the_terminal(instance_file: tuple[Path, float]) -> None:
+    # the worker process writes to the real stderr, which CliRunner does not see: run the installed
+    # command. Pyomo logs a warning with its own traceback for an unknown name; duetto keeps it quiet
+    path, _ = instance_file
+    command = Path(sys.executable).parent / "duetto"
+    result = subprocess.run(
+        [str(command), "solve", str(path), "--solver", "pyomo:nosuchsolver", "-t", "20"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and "WARNING" not in result.stderr, result.stderr
+    assert "knows no solver named 'nosuchsolver'" in _one_error_line(result.stdout + result.stderr)
 
 
 def test_instance_that_cannot_fit_is_rejected_naming_the_job(
