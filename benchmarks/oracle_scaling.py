@@ -482,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     Returns
     -------
     int
-        The exit status (0).
+        The exit status: 0, or 2 for a solver that cannot run (bad arguments exit 2 through argparse).
     """
     parser = _parser()
     args = parser.parse_args(argv)
