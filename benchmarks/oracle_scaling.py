@@ -321,15 +321,13 @@ def summarize(frame: pd.DataFrame) -> pd.DataFrame:
     ).round(2)
 
 
-def largest_proven(table: pd.DataFrame, size_column: str = "jobs") -> dict[str, int]:
-    """Per shape: the largest size at which every seed was proven optimal.
+def largest_proven(table: pd.DataFrame) -> dict[str, int]:
+    """Per shape: the largest job count at which every seed was proven optimal.
 
     Parameters
     ----------
     table
-        Rows with columns ``shape``, ``proven`` and ``size_column``.
-    size_column
-        The job-count column (``"n"`` for a table of the former ``pyomo_scaling``).
+        Rows with columns ``shape``, ``proven`` and ``jobs`` (those of :func:`run_scaling`).
 
     Returns
     -------
@@ -338,7 +336,7 @@ def largest_proven(table: pd.DataFrame, size_column: str = "jobs") -> dict[str, 
     """
     result: dict[str, int] = {}
     for shape, group in table.groupby("shape"):
-        proven = group.groupby(size_column)["proven"].all()
+        proven = group.groupby("jobs")["proven"].all()
         sizes = [int(str(n)) for n, ok in proven.items() if ok]
         result[str(shape)] = max(sizes) if sizes else 0
     return result
