@@ -6,7 +6,8 @@ Routes (all JSON):
 =======  ==============================  =====================================================
 GET      /v1/health                      ``{"ok": true, "pid": ...}``
 GET      /v1/status                      jobs, nodes, GPUs, MPS, current plan, recent events
-POST     /v1/jobs                        submit a job spec → ``{"job_id", "arrival"}``
+POST     /v1/jobs                        submit a job spec → ``{"job_id", "arrival"}``, or a list of
+                                         them, all or none → ``{"jobs": [{"job_id", "arrival"}, ...]}``
 GET      /v1/jobs/ID                     one job with its launches and events
 POST     /v1/jobs/ID/cancel              cancel a job
 GET      /v1/jobs/ID/logs?stream=&tail=  the latest launch's stdout/stderr (text in ``"log"``)
@@ -280,7 +281,8 @@ class RuntimeClient:
     def status(self) -> dict[str, Any]:
         return dict(self.request("GET", "/v1/status"))
 
-    def submit(self, spec: dict[str, Any]) -> dict[str, Any]:
+    def submit(self, spec: dict[str, Any] | list[dict[str, Any]]) -> dict[str, Any]:
+        """Submit one spec, or a list of them all or none (``{"jobs": [...]}`` back)."""
         return dict(self.request("POST", "/v1/jobs", spec))
 
     def job(self, job_id: str) -> dict[str, Any]:

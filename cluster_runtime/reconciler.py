@@ -40,7 +40,7 @@ from cluster_runtime.config import RuntimeConfig
 from cluster_runtime.inventory import Inventory
 from cluster_runtime.plan import Assignment, validate_plan
 from cluster_runtime.replay import ScheduleReplay
-from cluster_runtime.spec import RawPlanEntry, job_spec_from_dict, render_command
+from cluster_runtime.spec import JobSpec, RawPlanEntry, job_spec_from_dict, render_command
 from cluster_runtime.store import FINISHED_JOB_STATES, JobRow, LaunchRow, ProcRow, Store
 from formulation.errors import DuettoInputError
 from formulation.instance import Instance, Job
@@ -234,65 +234,108 @@ class Reconciler:
 
     # --- requests from the API ----------------------------------------------------------------------
     def submit(self, data: Any, source: str = "job") -> dict[str, Any]:
-        """Accept a job spec; raises :class:`DuettoInputError` naming the problem."""
-        spec = job_spec_from_dict(data, source)
+        """Accept a job spec, or a list of them all or none; raises :class:`DuettoInputError` naming the problem.
+
+        A list is checked whole (every spec, ids unique within it and new to the store) before any job
+        is recorded, then recorded in one transaction: a bad spec anywhere submits nothing.
+        One spec answers ``{"job_id", "arrival"}``, a list ``{"jobs": [{"job_id", "arrival"}, ...]}``.
+        """
+        if isinstance(data, list):
+            if not data:
+                raise DuettoInputError("an empty list of job specs", source=source)
+            items = [(item, self._batch_source(source, index, item)) for index, item in enumerate(data)]
+        else:
+            items = [(data, source)]
         with self.lock:
             with self.store.read() as tx:
                 measured = set(tx.profiles())
             profiles = {**self._job_profiles(), **self.known_profiles()}
-            if spec.inline_profile is not None and spec.profile_name not in measured:
-                known = profiles.get(spec.profile_name)
-                if known is not None and known != spec.inline_profile:
+            accepted: list[tuple[JobSpec, str]] = []
+            first_source: dict[str, str] = {}
+            batch_profiles: dict[str, Profile] = {}
+            for item, item_source in items:
+                spec = self._checked_spec(item, item_source, measured, profiles, batch_profiles)
+                if spec.id in first_source:
                     raise DuettoInputError(
-                        f"inline profile '{spec.profile_name}' differs from the known profile of that name; "
-                        "rename it or refer to the known one by name",
-                        source=source,
-                        field="profile",
+                        f"job '{spec.id}' appears twice in the list (also {first_source[spec.id]})",
+                        source=item_source,
+                        field="id",
                     )
-                profile = spec.inline_profile
-            elif spec.profile_name in profiles:
-                # A measured profile (duetto profile) wins over the submitter's inline guess.
-                profile = profiles[spec.profile_name]
-            else:
+                first_source[spec.id] = item_source
+                accepted.append((spec, item_source))
+            now = self.clock()
+            with self.store.transaction() as tx:
+                for spec, item_source in accepted:
+                    existing = tx.job(spec.id)
+                    if existing is not None:
+                        # Raising inside the transaction rolls back the jobs of the list inserted so far.
+                        raise DuettoInputError(
+                            f"job '{spec.id}' was already submitted (state {existing.state})",
+                            source=item_source,
+                            field="id",
+                        )
+                    retries = self.config.default_max_retries if spec.max_retries is None else spec.max_retries
+                    tx.insert_job(spec.id, dict(spec.raw), now, now - self.epoch, retries)
+                    tx.event(now, "submitted", spec.id, f"{spec.num_gpus} GPU(s), {spec.iterations} iterations")
+            for spec, _ in accepted:
+                if spec.inline_profile is not None:
+                    self._job_profiles().setdefault(spec.profile_name, spec.inline_profile)
+            self._decide_needed = True
+        answers = [{"job_id": spec.id, "arrival": now - self.epoch} for spec, _ in accepted]
+        return {"jobs": answers} if isinstance(data, list) else answers[0]
+
+    @staticmethod
+    def _batch_source(source: str, index: int, item: Any) -> str:
+        """Where a spec of a list is: its id when it has one, else its position."""
+        job_id = item.get("id") if isinstance(item, dict) else None
+        return f"job '{job_id}'" if isinstance(job_id, str) and job_id else f"{source} {index + 1} of the list"
+
+    def _checked_spec(
+        self,
+        data: Any,
+        source: str,
+        measured: set[str],
+        profiles: Mapping[str, Profile],
+        batch_profiles: dict[str, Profile],
+    ) -> JobSpec:
+        """Validate one spec against the known profiles and the cluster (nothing is recorded).
+
+        ``batch_profiles`` holds the inline profiles of the specs of the same list checked before this
+        one, so that two specs of one list cannot define one name two ways.
+        """
+        spec = job_spec_from_dict(data, source)
+        if spec.inline_profile is not None and spec.profile_name not in measured:
+            known = profiles.get(spec.profile_name, batch_profiles.get(spec.profile_name))
+            if known is not None and known != spec.inline_profile:
                 raise DuettoInputError(
-                    f"unknown profile '{spec.profile_name}'; known: {', '.join(sorted(profiles)) or 'none'}",
+                    f"inline profile '{spec.profile_name}' differs from the known profile of that name; "
+                    "rename it or refer to the known one by name",
                     source=source,
                     field="profile",
                 )
-            # Feasibility exactly as the problem defines it: gang fits the cluster, some sub-batch fits memory.
-            try:
-                Instance(
-                    self.cluster,
-                    (
-                        Job(
-                            spec.id,
-                            0.0,
-                            spec.num_gpus,
-                            float(spec.iterations),
-                            spec.batch_size,
-                            spec.profile_name,
-                        ),
-                    ),
-                    {spec.profile_name: profile},
-                )
-            except DuettoInputError as error:
-                raise error.located(source) from None
-            now = self.clock()
-            with self.store.transaction() as tx:
-                existing = tx.job(spec.id)
-                if existing is not None:
-                    raise DuettoInputError(
-                        f"job '{spec.id}' was already submitted (state {existing.state})",
-                        source=source,
-                        field="id",
-                    )
-                retries = self.config.default_max_retries if spec.max_retries is None else spec.max_retries
-                tx.insert_job(spec.id, dict(spec.raw), now, now - self.epoch, retries)
-                if spec.inline_profile is not None:
-                    self._job_profiles().setdefault(spec.profile_name, spec.inline_profile)
-                tx.event(now, "submitted", spec.id, f"{spec.num_gpus} GPU(s), {spec.iterations} iterations")
-            self._decide_needed = True
-        return {"job_id": spec.id, "arrival": now - self.epoch}
+            profile = spec.inline_profile
+            batch_profiles.setdefault(spec.profile_name, profile)
+        elif spec.profile_name in profiles:
+            # A measured profile (duetto profile) wins over the submitter's inline guess.
+            profile = profiles[spec.profile_name]
+        elif spec.profile_name in batch_profiles:
+            profile = batch_profiles[spec.profile_name]
+        else:
+            raise DuettoInputError(
+                f"unknown profile '{spec.profile_name}'; known: {', '.join(sorted(profiles)) or 'none'}",
+                source=source,
+                field="profile",
+            )
+        # Feasibility exactly as the problem defines it: gang fits the cluster, some sub-batch fits memory.
+        try:
+            Instance(
+                self.cluster,
+                (Job(spec.id, 0.0, spec.num_gpus, float(spec.iterations), spec.batch_size, spec.profile_name),),
+                {spec.profile_name: profile},
+            )
+        except DuettoInputError as error:
+            raise error.located(source) from None
+        return spec
 
     def apply(self, entries: Sequence[RawPlanEntry], source: str = "operator") -> dict[str, Any]:
         """Replace the plan; rejected whole (:class:`~cluster_runtime.plan.PlanRejected`) if invalid."""

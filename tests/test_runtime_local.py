@@ -212,6 +212,21 @@ def test_rejected_plans_and_submissions_change_nothing(workdir: Path) -> None:
             daemon.client.submit(harness.job_spec("x"))
         with pytest.raises(DuettoInputError, match="demands 4 GPUs but the cluster has 2"):
             daemon.client.submit(harness.job_spec("huge", num_gpus=4))
+        # A list is submitted whole or not at all: a bad spec anywhere in it stores none of it.
+        with pytest.raises(DuettoInputError, match="job 'w', field 'profile': unknown profile 'nope'"):
+            daemon.client.submit([harness.job_spec("n1"), {**harness.job_spec("w"), "profile": "nope"}])
+        with pytest.raises(DuettoInputError, match="job 'x', field 'id': job 'x' was already submitted"):
+            daemon.client.submit([harness.job_spec("n2"), harness.job_spec("x")])  # found while inserting
+        with pytest.raises(DuettoInputError, match="job 'n3' appears twice"):
+            daemon.client.submit([harness.job_spec("n3"), harness.job_spec("n3")])
+        good = write(workdir / "good.json", [harness.job_spec("n4")])
+        bad = write(workdir / "typo.json", {**harness.job_spec("n5"), "num_gpus": 0})
+        result = cli("submit", str(good), str(bad), "--state", str(state))
+        assert result.exit_code == 2 and "typo.json, field 'num_gpus'" in result.output, result.output
+        result = cli(
+            "submit", str(good), str(write(workdir / "again.json", harness.job_spec("n4"))), "--state", str(state)
+        )
+        assert result.exit_code == 2 and "job 'n4' is also in" in result.output, result.output
         assert len(daemon.client.status()["jobs"]) == 6
     finally:
         daemon.stop()

@@ -115,16 +115,28 @@ def submit(
     address: AddressOption = None,
     token_file: TokenOption = None,
 ) -> None:
-    """Submit jobs to the daemon."""
-    client = _client(state, address, token_file)
+    """Submit jobs to the daemon: every spec of every file, or none of them."""
+    from cluster_runtime.spec import job_spec_from_dict
+
+    specs: list[Any] = []
+    origin: dict[str, str] = {}
     for path in job_files:
         data = _read(path)
-        for spec in data if isinstance(data, list) else [data]:
-            try:
-                answer = _call(client.submit, spec)
-            except DuettoInputError as error:
-                raise error.located(str(path)) from None
-            console.print(f"submitted {answer['job_id']}")
+        items = data if isinstance(data, list) else [data]
+        if not items:
+            raise DuettoInputError("an empty list of job specs", source=str(path))
+        for index, spec in enumerate(items):
+            where = f"{path}, job {index + 1}" if isinstance(data, list) else str(path)
+            # The spec's own fields are checked here, so that the error names its file; the daemon
+            # checks the rest (profiles, fit, ids already submitted) for the whole list at once.
+            job_id = job_spec_from_dict(spec, where).id
+            if job_id in origin:
+                raise DuettoInputError(f"job '{job_id}' is also in {origin[job_id]}", source=where, field="id")
+            origin[job_id] = where
+            specs.append(spec)
+    answer = _call(_client(state, address, token_file).submit, specs)
+    for item in answer["jobs"]:
+        console.print(f"submitted {item['job_id']}")
 
 
 @user_errors
