@@ -23,7 +23,6 @@ import math
 import multiprocessing
 import os
 import sys
-import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -36,6 +35,7 @@ from typing import Any
 import pandas as pd
 
 from formulation.errors import DuettoInputError
+from formulation.io import write_text_atomic
 
 Row = dict[str, Any]
 TaskFunction = Callable[[Mapping[str, Any]], list[Row]]
@@ -105,12 +105,8 @@ class RowStore:
             return 0
         for key in drop:
             del self._entries[key]
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            for key, rows in self._entries.items():
-                handle.write(json.dumps({"key": key, "rows": rows}, allow_nan=False) + "\n")
-        os.replace(tmp, self.path)
+        lines = (json.dumps({"key": key, "rows": rows}, allow_nan=False) + "\n" for key, rows in self._entries.items())
+        write_text_atomic(self.path, "".join(lines))
         return len(drop)
 
     def rows(self, keys: Iterable[str] | None = None) -> list[Row]:

@@ -379,19 +379,45 @@ def read_json(path: str | Path) -> Any:
         ) from None
 
 
-def write_json_atomic(path: str | Path, data: Any) -> None:
-    """Write JSON to ``path`` atomically: a reader sees the old file or the whole new one, never a part."""
+def _umask() -> int:
+    """The process umask, read without changing it (``os.umask`` sets it, racing other threads)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically: a reader sees the old file or the whole new one, never a part.
+
+    The file gets the mode a plain ``open(path, "w")`` would give it (an existing file's mode, else
+    0666 less the umask), not the 0600 of the temporary file it is written through.
+    """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = target.stat().st_mode & 0o7777
+    except OSError:
+        mode = 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=1, allow_nan=False)
-            handle.write("\n")
+            handle.write(text)
+            os.fchmod(handle.fileno(), mode)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: str | Path, data: Any) -> None:
+    """Write JSON to ``path`` atomically (:func:`write_text_atomic`)."""
+    write_text_atomic(path, json.dumps(data, indent=1, allow_nan=False) + "\n")
 
 
 def load_instance(path: str | Path) -> Instance:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -38,6 +40,25 @@ def test_generate_is_deterministic_and_inspect_reports_it(tmp_path: Path) -> Non
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["jobs"] == 7 and summary["gpus"] == 4
+
+
+def test_written_files_get_the_mode_open_would_give(tmp_path: Path) -> None:
+    # Written through a 0600 temporary file and renamed: the result must still honour the umask
+    # (readable by the group and others under 022) and keep an existing file's mode.
+    old_mask = os.umask(0o022)
+    try:
+        fresh = tmp_path / "fresh.json"
+        assert _run("generate", "-n", "3", "--seed", "1", "-o", str(fresh)).exit_code == 0
+        assert stat.S_IMODE(fresh.stat().st_mode) == 0o644
+        kept = tmp_path / "kept.json"
+        kept.write_text("{}")
+        kept.chmod(0o640)
+        assert _run("generate", "-n", "3", "--seed", "1", "-o", str(kept)).exit_code == 0
+        assert stat.S_IMODE(kept.stat().st_mode) == 0o640
+        assert kept.read_text() == fresh.read_text()
+    finally:
+        os.umask(old_mask)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary left
 
 
 def test_validate_valid_and_invalid(tmp_path: Path) -> None:
