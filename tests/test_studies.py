@@ -237,6 +237,14 @@ def test_gap_cli_and_errors(gap_dir: Path, tmp_path: Path) -> None:
     assert bad.exit_code == 2
     bad = cli.invoke(app, ["gap", "--cluster", "four", "--out", str(tmp_path / "x")])
     assert bad.exit_code == 2
+    # Solver names are checked before any task runs: nothing is written.
+    bad = cli.invoke(app, ["gap", "--solver", "nope", "--out", str(tmp_path / "x")])
+    assert bad.exit_code == 2 and "unknown solver 'nope'" in bad.output, bad.output
+    bad = cli.invoke(app, ["gap", "--solver-time-limit", "highs=5", "--out", str(tmp_path / "x")])
+    assert bad.exit_code == 2 and "'highs' is not one of the study's solvers (cpsat)" in bad.output, bad.output
+    bad = cli.invoke(app, ["scale", "--solver", "pyomo:", "--out", str(tmp_path / "x")])
+    assert bad.exit_code == 2, bad.output
+    assert not (tmp_path / "x").exists()
 
 
 def test_scale_smoke(tmp_path: Path) -> None:
@@ -269,6 +277,35 @@ def test_scale_smoke(tmp_path: Path) -> None:
         assert math.isfinite(fits[policy]["exponent"]) and fits[policy]["points"] == 2
     assert (tmp_path / "scale_loglog.png").is_file() and (tmp_path / "fits.csv").is_file()
     assert set(outcome.summary["method"]) == {"oracle:cpsat", "sjf", "sjf-bsbf"}
+
+
+class _Crashing:
+    """A policy with a bug: it raises on its first decision."""
+
+    name = "test-crashing"
+    preemptive = False
+    round_length = None
+
+    def decide(self, view: object) -> list:
+        raise RuntimeError("bug in the policy")
+
+
+@needs_data
+def test_a_study_with_a_failed_task_exits_1_after_writing_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from heuristics import registry
+
+    registry.available_policies()  # built-ins first; the test policy leaves the registry afterwards
+    info = registry.PolicyInfo(_Crashing.name, lambda **_: _Crashing(), "test only: crashes")
+    monkeypatch.setitem(registry._REGISTRY, _Crashing.name, info)
+    args = ["replay", "pollux", str(POLLUX), "--limit", "10", "--policy", "fifo", "--policy", _Crashing.name]
+    result = cli.invoke(_app(), [*args, "--out", str(tmp_path), "--workers", "1", "--no-progress"])
+    assert result.exit_code == 1, result.output
+    assert "1 failed" in result.output and "bug in the policy" in " ".join(result.output.split())
+    assert len(pd.read_csv(tmp_path / "replay.csv")) == 1  # fifo's row is there
+    as_json = cli.invoke(_app(), [*args, "--out", str(tmp_path), "--workers", "1", "--json"])
+    assert as_json.exit_code == 1 and _Crashing.name in json.dumps(json.loads(as_json.stdout)["failed"])
 
 
 @needs_data

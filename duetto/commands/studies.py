@@ -71,7 +71,17 @@ def _seeds(count: int, first: int) -> tuple[int, ...]:
     return tuple(range(first, first + count))
 
 
-def _solver_limits(items: list[str] | None) -> dict[str, float]:
+def _solvers(names: list[str] | None, default: tuple[str, ...]) -> tuple[str, ...]:
+    """The chosen oracle backends, each checked to exist and to be installed before any task runs."""
+    from solvers.backends import check_available, resolve
+
+    chosen = tuple(names) if names else default
+    for name in chosen:
+        check_available(resolve(name))  # unknown or missing → DuettoInputError naming it
+    return chosen
+
+
+def _solver_limits(items: list[str] | None, solvers: tuple[str, ...]) -> dict[str, float]:
     limits: dict[str, float] = {}
     for item in items or []:
         name, _, seconds = item.rpartition("=")
@@ -81,6 +91,10 @@ def _solver_limits(items: list[str] | None) -> dict[str, float]:
             raise DuettoInputError(f"expected SOLVER=SECONDS, got '{item}'", field="solver-time-limit") from None
         if not name or value <= 0:
             raise DuettoInputError(f"expected SOLVER=SECONDS with SECONDS > 0, got '{item}'", field="solver-time-limit")
+        if name not in solvers:
+            raise DuettoInputError(
+                f"'{name}' is not one of the study's solvers ({', '.join(solvers)})", field="solver-time-limit"
+            )
         limits[name] = value
     return limits
 
@@ -111,6 +125,13 @@ def _print_frame(frame: Any, title: str, columns: list[str] | None = None, digit
 def _print_files(files: list[Path]) -> None:
     for path in files:
         console.print(f"  wrote {path}", highlight=False)
+
+
+def _exit_if_failed(runs: list[Any]) -> None:
+    """Exit 1 after the tables and files are written when some task raised (it runs again on a rerun)."""
+    failed = sum(len(run.failed) for run in runs)
+    if failed:
+        raise typer.Exit(1)
 
 
 def _print_run(run: Any) -> None:
@@ -158,6 +179,7 @@ def register(app: typer.Typer) -> None:
 
         if time_limit <= 0:
             fail("--time-limit must be > 0")
+        solvers = _solvers(solver, ("cpsat",))
         study = GapStudy(
             sizes=_ints(sizes, "sizes"),
             clusters=tuple(_cluster(c) for c in (cluster or ["1x4"])),
@@ -165,9 +187,9 @@ def register(app: typer.Typer) -> None:
             xi_ranges=tuple(_range(x, "xi-range") for x in (xi_range or ["1.0,2.0"])),
             seeds=_seeds(seeds, first_seed),
             policies=_policies(policy),
-            solvers=tuple(solver or ["cpsat"]),
+            solvers=solvers,
             time_limit=time_limit,
-            solver_time_limits=_solver_limits(solver_time_limit),
+            solver_time_limits=_solver_limits(solver_time_limit, solvers),
             load=load,
             target_slots=target_slots,
             solver_options=_solver_options(num_workers),
@@ -189,6 +211,7 @@ def register(app: typer.Typer) -> None:
                     "failed": outcome.run.failed,
                 }
             )
+            _exit_if_failed([outcome.run])
             return
         _print_run(outcome.run)
         if not outcome.summary.empty:
@@ -211,6 +234,7 @@ def register(app: typer.Typer) -> None:
                 ],
             )
         _print_files(outcome.files)
+        _exit_if_failed([outcome.run])
 
     @app.command()
     @user_errors
@@ -249,7 +273,7 @@ def register(app: typer.Typer) -> None:
         if time_limit <= 0 or max_seconds <= 0:
             fail("--time-limit and --max-seconds must be > 0")
         study = ScaleStudy(
-            solvers=tuple(solver) if solver is not None else ("highs", "cpsat"),
+            solvers=_solvers(solver, ("highs", "cpsat")),
             solver_sizes=_ints(solver_sizes, "solver-sizes"),
             policies=_policies(policy),
             policy_sizes=_ints(policy_sizes, "policy-sizes"),
@@ -272,8 +296,10 @@ def register(app: typer.Typer) -> None:
                     "fits": outcome.fits.to_dict(orient="records"),
                     "stopped": outcome.stopped,
                     "files": [str(f) for f in outcome.files],
+                    "failed": {key: message for run in outcome.runs for key, message in run.failed.items()},
                 }
             )
+            _exit_if_failed(outcome.runs)
             return
         for run in outcome.runs:
             _print_run(run)
@@ -299,6 +325,7 @@ def register(app: typer.Typer) -> None:
                 f"  {method}: stopped before n={size} (median over {max_seconds:g} s, or skipped)", highlight=False
             )
         _print_files(outcome.files)
+        _exit_if_failed(outcome.runs)
 
     @app.command()
     @user_errors
@@ -354,6 +381,7 @@ def register(app: typer.Typer) -> None:
                 {variant: table.reset_index().to_dict(orient="records") for variant, table in outcome.tables.items()}
                 | {"failed": outcome.run.failed}
             )
+            _exit_if_failed([outcome.run])
             return
         _print_run(outcome.run)
         for variant, table in outcome.tables.items():
@@ -371,6 +399,7 @@ def register(app: typer.Typer) -> None:
             for row in invalid.to_dict(orient="records"):
                 console.print(f"  [red]invalid schedule[/]: {row['policy']} ({row['interference']})", highlight=False)
         _print_files(outcome.files)
+        _exit_if_failed([outcome.run])
 
     @app.command("predictor-study")
     @user_errors
