@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from formulation.errors import DuettoInputError
 from formulation.instance import Instance
 from formulation.validator import ValidationReport
 
@@ -21,6 +22,21 @@ def _pyplot() -> Any:
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def check_figure_path(path: str | Path, field: str = "output") -> Path:
+    """``path`` if matplotlib can write its format (by suffix); else :class:`DuettoInputError` naming them."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    target = Path(path)
+    formats = sorted(FigureCanvasBase.get_supported_filetypes())
+    if target.suffix.lstrip(".").lower() not in formats:
+        raise DuettoInputError(
+            f"cannot write a figure as '{target.name}': the name must end in one of "
+            + ", ".join(f".{f}" for f in formats),
+            field=field,
+        )
+    return target
 
 
 def _save(fig: Any, path: Path) -> Path:

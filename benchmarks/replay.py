@@ -382,9 +382,10 @@ def plot_schedule(
 ) -> tuple[Path, dict[str, Any]]:
     """Gantt chart of a schedule file (validated against the instance file). Returns the figure path and
     the schedule's metrics."""
-    from benchmarks.plots import gantt
+    from benchmarks.plots import check_figure_path, gantt
     from formulation import io
 
+    check_figure_path(out)  # before any work: a name matplotlib cannot write is the user's mistake
     instance = load_instance_any(instance_path)
     schedule = io.load_schedule(schedule_path)
     evaluation = evaluate(instance, schedule, slotted=slotted)

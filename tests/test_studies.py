@@ -354,6 +354,10 @@ def test_replay_table_sweep_and_plot(tmp_path: Path) -> None:
     plotted = cli.invoke(app, ["plot", str(schedule), "--instance", str(instance), "-o", str(tmp_path / "g.png")])
     assert plotted.exit_code == 0, plotted.output
     assert "valid" in plotted.output and (tmp_path / "g.png").stat().st_size > 10_000
+    for name in ("g.foo", "g"):  # a format matplotlib cannot write: one line, exit 2, no file
+        bad = cli.invoke(app, ["plot", str(schedule), "--instance", str(instance), "-o", str(tmp_path / name)])
+        assert bad.exit_code == 2 and "must end in one of" in bad.output and ".svg" in bad.output, bad.output
+        assert not (tmp_path / name).exists()
     # rerun resumes: nothing to run
     again = cli.invoke(app, args)
     assert "0 tasks run, 6 already done" in again.output
