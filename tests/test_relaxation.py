@@ -6,9 +6,11 @@ from __future__ import annotations
 import math
 import threading
 import time
+from typing import Any
 
 import pytest
 
+from formulation import relaxation
 from formulation.cluster import Cluster
 from formulation.discretize import choose_slot, completion_sum_lower_bound, discretize
 from formulation.generator import generate_instance
@@ -137,6 +139,35 @@ def test_pricing_reaches_the_lp_with_every_cell() -> None:
     first = pair_coupled_bound(problem, max_rounds=1)  # the cells of each job's 3 best partners
     assert first.status == "rounds" and first.rounds == 1 and first.proven
     assert 0 < first.value < every.value - 1e-3
+
+
+def test_a_finer_lp_started_from_the_coarser_ones_sharing_pairs_reaches_the_same_optimum(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    base = discretize(generate_instance(12, 2, 4, 2))
+    problem = base.with_upper_bound(warm_start(base))
+    coarse = pair_coupled_bound(problem, window_slots=4)
+    assert coarse.status == "optimal" and coarse.active_pairs
+    assert coarse.active_pairs <= set(problem.sharing_pairs)
+    plain = pair_coupled_bound(problem, window_slots=2)
+    seeded = pair_coupled_bound(problem, window_slots=2, initial_pairs=coarse.active_pairs)
+    assert plain.status == seeded.status == "optimal"
+    assert seeded.value == pytest.approx(plain.value, rel=1e-6)
+    # the refinement hands each LP's sharing pairs to the next one
+    calls: list[frozenset[tuple[int, int]]] = []
+    solve_lp = relaxation.pair_coupled_bound
+
+    def recording(*args: Any, **kwargs: Any) -> RelaxationBound:
+        calls.append(kwargs["initial_pairs"])
+        outcome = solve_lp(*args, **kwargs)
+        results.append(outcome)
+        return outcome
+
+    results: list[RelaxationBound] = []
+    monkeypatch.setattr(relaxation, "pair_coupled_bound", recording)
+    refined_coupled_bound(problem, time_limit=120, max_cells=500)
+    assert len(calls) >= 2 and calls[0] == frozenset()
+    assert all(calls[n + 1] == results[n].active_pairs for n in range(len(calls) - 1))
 
 
 def test_a_short_cut_weakens_the_bound_but_keeps_it() -> None:
