@@ -1,0 +1,46 @@
+"""The public API: ``import duetto`` gives every public name, lazily, and the documented flow works."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+
+import pytest
+
+import duetto
+
+
+def test_every_public_name_is_the_object_of_its_home_module() -> None:
+    for name in duetto.__all__:
+        if name == "__version__":
+            continue
+        home = importlib.import_module(duetto._EXPORTS[name])
+        assert getattr(duetto, name) is getattr(home, name), name
+    assert set(duetto._EXPORTS) == set(duetto.__all__) - {"__version__"}
+    assert set(duetto.__all__) <= set(dir(duetto))
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+        duetto.no_such_name  # noqa: B018
+
+
+def test_importing_duetto_loads_no_solver_or_cluster_library() -> None:
+    # the CLI imports the package on every command: it must stay light
+    heavy = ["ortools", "pyomo", "highspy", "ray", "pandas", "matplotlib", "formulation", "solvers"]
+    code = f"import duetto, json, sys; print(json.dumps([m for m in {heavy!r} if m in sys.modules]))"
+    loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert loaded == []
+
+
+def test_the_documented_flow_solve_validate_simulate() -> None:
+    instance = duetto.generate_instance(6, nodes=1, gpus_per_node=4, seed=3)
+    result = duetto.solve(instance, solver="cpsat", time_limit=30)
+    assert result.status == duetto.SolveStatus.OPTIMAL and result.gap == 0
+    report = duetto.validate(instance, result.schedule)
+    assert report.ok
+    assert duetto.compute_metrics(instance, report)["total_jct"] == pytest.approx(result.objective)
+    policy = duetto.simulate(instance, "sjf-bsbf", slot=result.schedule.slot)
+    assert policy.report.ok
+    assert policy.metrics is not None and policy.metrics["total_jct"] >= result.objective - 1e-6
+    with pytest.raises(duetto.DuettoInputError, match="unknown policy"):
+        duetto.simulate(instance, "no-such-policy")
