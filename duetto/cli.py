@@ -7,6 +7,8 @@ that need them so that ``duetto --help`` stays fast.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from duetto.commands import demo, instances, runtime, simulate, solve, studies
@@ -18,6 +20,24 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from duetto import __version__
+
+        typer.echo(f"duetto {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="print the version and exit")
+    ] = False,
+) -> None:
+    """Optimization-model scheduling engine for deep-learning training jobs on shared GPU clusters."""
+
 
 for module in (demo, instances, solve, simulate, studies, runtime):
     module.register(app)

@@ -44,3 +44,13 @@ def test_the_documented_flow_solve_validate_simulate() -> None:
     assert policy.metrics is not None and policy.metrics["total_jct"] >= result.objective - 1e-6
     with pytest.raises(duetto.DuettoInputError, match="unknown policy"):
         duetto.simulate(instance, "no-such-policy")
+
+
+def test_the_command_prints_its_version() -> None:
+    from typer.testing import CliRunner
+
+    from duetto.cli import app
+
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output.strip() == f"duetto {duetto.__version__}"
+    assert duetto.__version__[0].isdigit()
