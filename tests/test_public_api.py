@@ -54,3 +54,8 @@ def test_the_command_prints_its_version() -> None:
     result = CliRunner().invoke(app, ["--version"])
     assert result.exit_code == 0 and result.output.strip() == f"duetto {duetto.__version__}"
     assert duetto.__version__[0].isdigit()
+
+
+def test_python_dash_m_duetto_is_the_command() -> None:
+    run = subprocess.run([sys.executable, "-m", "duetto", "--version"], capture_output=True, text=True, check=False)
+    assert run.returncode == 0 and run.stdout.strip() == f"duetto {duetto.__version__}"

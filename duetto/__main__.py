@@ -1,0 +1,5 @@
+"""``python -m duetto``: the ``duetto`` command."""
+
+from duetto.cli import main
+
+main()
