@@ -129,8 +129,7 @@ def _print_files(files: list[Path]) -> None:
 
 def _exit_if_failed(runs: list[Any]) -> None:
     """Exit 1 after the tables and files are written when some task raised (it runs again on a rerun)."""
-    failed = sum(len(run.failed) for run in runs)
-    if failed:
+    if any(run.failed for run in runs):
         raise typer.Exit(1)
 
 
