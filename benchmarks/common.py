@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,6 +17,23 @@ from formulation.instance import Instance
 from formulation.metrics import DEFAULT_LARGE_THRESHOLD, compute_metrics
 from formulation.schedule import Schedule
 from formulation.validator import ValidationReport, validate
+
+#: CPUs one exact solve uses when the study does not say: CP-SAT's two default workers (the coupled
+#: LP's thread runs beside them).
+DEFAULT_SOLVER_CPUS = 2
+
+
+def solver_cpus(solver_options: Mapping[str, Any]) -> int:
+    """CPUs one exact solve of a study uses: its ``num_workers`` option, else :data:`DEFAULT_SOLVER_CPUS`."""
+    return max(1, int(solver_options.get("num_workers") or DEFAULT_SOLVER_CPUS))
+
+
+def default_workers(solves: bool, cpus_per_solve: int) -> int:
+    """Parallel local tasks when the user gives none: the CPU count, divided by a solve's CPUs when
+    some task solves exactly (solves sharing cores prove less within their limit and time worse)."""
+    cpus = os.cpu_count() or 1
+    return max(1, cpus // cpus_per_solve) if solves else cpus
+
 
 #: Metric columns copied from compute_metrics into study rows.
 METRIC_COLUMNS: tuple[str, ...] = (

@@ -35,7 +35,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchmarks.common import as_continuous, clean_float, evaluate, metric_fields, simulate_policy, solve_oracle
+from benchmarks.common import (
+    as_continuous,
+    clean_float,
+    default_workers,
+    evaluate,
+    metric_fields,
+    simulate_policy,
+    solve_oracle,
+    solver_cpus,
+)
 from benchmarks.runner import Row, RowStore, RunSummary, run_tasks, write_table
 from formulation.errors import DuettoInputError
 from formulation.instance import Instance
@@ -450,7 +459,9 @@ def run_gap_study(
             for t in tasks
             if t["method"] in wanted or ("policies" in wanted and not str(t["method"]).startswith(ORACLE_PREFIX))
         )
-    threads = int(study.solver_options.get("num_workers", 1) or 1)
+    cpus = solver_cpus(study.solver_options)
+    if workers is None and ray_address is None:
+        workers = default_workers(bool(study.solvers), cpus)
     run = run_tasks(
         run_gap_task,
         tasks,
@@ -460,7 +471,7 @@ def run_gap_study(
         ray_address=ray_address,
         progress=progress,
         description="gap study",
-        ray_num_cpus=1.0 if threads < 1 else float(threads),
+        ray_num_cpus=float(cpus),
     )
     keys = [task_key(t) for t in tasks]
     frame = add_gaps(store.frame(keys))

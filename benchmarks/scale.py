@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchmarks.common import clean_float, evaluate, simulate_policy, solve_oracle
+from benchmarks.common import clean_float, default_workers, evaluate, simulate_policy, solve_oracle, solver_cpus
 from benchmarks.runner import Row, RowStore, RunSummary, run_tasks, write_table
 from formulation.errors import DuettoInputError
 
@@ -282,24 +282,26 @@ def run_scale_study(
     stopped: dict[str, int] = {}
     all_keys: list[str] = []
     runs: list[RunSummary] = []
-    threads = int(study.solver_options.get("num_workers", 1) or 1)
+    cpus = solver_cpus(study.solver_options)
     for n in sizes:
         tasks = [
             study.task(method, n, seed) for method, ns in ladder if method in active and n in ns for seed in study.seeds
         ]
         if not tasks:
             continue
+        # a timing study: tasks that solve must not share cores (nor policies' with a solve's)
+        solves = any(str(t["method"]).startswith(ORACLE_PREFIX) for t in tasks)
         runs.append(
             run_tasks(
                 run_scale_task,
                 tasks,
                 key=task_key,
                 store=store,
-                workers=workers,
+                workers=default_workers(solves, cpus) if workers is None and ray_address is None else workers,
                 ray_address=ray_address,
                 progress=progress,
                 description=f"scale n={n}",
-                ray_num_cpus=float(max(1, threads)),
+                ray_num_cpus=float(cpus if solves else 1),
             )
         )
         keys = [task_key(t) for t in tasks]

@@ -247,6 +247,38 @@ def test_gap_cli_and_errors(gap_dir: Path, tmp_path: Path) -> None:
     assert not (tmp_path / "x").exists()
 
 
+def test_default_parallelism_keeps_solves_off_each_others_cores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmarks import common, gap, scale
+
+    monkeypatch.setattr(common.os, "cpu_count", lambda: 8)
+    assert common.solver_cpus({}) == 2 and common.solver_cpus({"num_workers": 4}) == 4
+    assert common.default_workers(True, 2) == 4 and common.default_workers(False, 2) == 8
+    assert common.default_workers(True, 16) == 1
+    seen: list[tuple[int | None, float]] = []
+
+    class Stop(Exception):
+        pass
+
+    def capture(*_: object, workers: int | None, ray_num_cpus: float, **__: object) -> None:
+        seen.append((workers, ray_num_cpus))
+        raise Stop
+
+    for module, study in (
+        (gap, GapStudy(sizes=(4,), seeds=(0,), policies=("sjf",), solver_options={"num_workers": 4})),
+        (scale, ScaleStudy(solvers=("cpsat",), solver_sizes=(4,), policies=("sjf",), policy_sizes=(10,), seeds=(0,))),
+        (scale, ScaleStudy(solvers=(), policies=("sjf",), policy_sizes=(10,), seeds=(0,))),
+    ):
+        monkeypatch.setattr(module, "run_tasks", capture)
+        run = gap.run_gap_study if module is gap else scale.run_scale_study
+        with pytest.raises(Stop):
+            run(study, tmp_path / "out", progress=False)
+        with pytest.raises(Stop):
+            run(study, tmp_path / "out", workers=3, progress=False)
+    assert seen == [(2, 4.0), (3, 4.0), (4, 2.0), (3, 2.0), (8, 1.0), (3, 1.0)]
+
+
 def test_scale_smoke(tmp_path: Path) -> None:
     study = ScaleStudy(
         solvers=("cpsat",),

@@ -25,6 +25,9 @@ class ArrivalChoice(StrEnum):
     poisson = "poisson"
 
 
+WORKERS_HELP = "parallel tasks (default: the CPU count; divided by --num-workers, default 2, where tasks solve)"
+
+
 def _ints(text: str, name: str) -> tuple[int, ...]:
     try:
         values = tuple(int(part) for part in text.split(",") if part.strip())
@@ -163,7 +166,7 @@ def register(app: typer.Typer) -> None:
         num_workers: Annotated[int | None, typer.Option(help="solver threads per solve")] = None,
         target_slots: Annotated[int, typer.Option(help="slot rule: about this many slots per schedule")] = 120,
         out: Annotated[Path, typer.Option("--out", "-o", help="output folder (rerun: resumes)")] = Path("results/gap"),
-        workers: Annotated[int | None, typer.Option(help="parallel tasks (default: CPU count)")] = None,
+        workers: Annotated[int | None, typer.Option(help=WORKERS_HELP)] = None,
         ray_address: Annotated[str | None, typer.Option(help="run on Ray: address, or 'local'")] = None,
         progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
         figures: Annotated[bool, typer.Option(help="write the figures")] = True,
@@ -260,7 +263,7 @@ def register(app: typer.Typer) -> None:
         out: Annotated[Path, typer.Option("--out", "-o", help="output folder (rerun: resumes)")] = Path(
             "results/scale"
         ),
-        workers: Annotated[int | None, typer.Option(help="parallel tasks (default: CPU count)")] = None,
+        workers: Annotated[int | None, typer.Option(help=WORKERS_HELP)] = None,
         ray_address: Annotated[str | None, typer.Option(help="run on Ray: address, or 'local'")] = None,
         progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
         figures: Annotated[bool, typer.Option(help="write the figure")] = True,
