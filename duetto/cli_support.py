@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,7 +17,18 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from formulation.errors import DuettoInputError
 
-console = Console()
+REDIRECTED_WIDTH = 220
+
+
+def _output_width() -> int | None:
+    """Output redirected to a file or a pipe is not squeezed into Rich's default 80 columns (tables
+    would lose their headers); a terminal, or ``COLUMNS`` in the environment, decides otherwise."""
+    stream = sys.stdout
+    is_terminal = stream is not None and hasattr(stream, "isatty") and stream.isatty()
+    return None if is_terminal or "COLUMNS" in os.environ else REDIRECTED_WIDTH
+
+
+console = Console(width=_output_width())
 error_console = Console(stderr=True)
 
 F = TypeVar("F", bound=Callable[..., Any])

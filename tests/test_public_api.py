@@ -59,3 +59,17 @@ def test_the_command_prints_its_version() -> None:
 def test_python_dash_m_duetto_is_the_command() -> None:
     run = subprocess.run([sys.executable, "-m", "duetto", "--version"], capture_output=True, text=True, check=False)
     assert run.returncode == 0 and run.stdout.strip() == f"duetto {duetto.__version__}"
+
+
+def test_output_to_a_pipe_is_not_squeezed_into_80_columns() -> None:
+    # Tables printed to a file or a pipe keep their width (Rich would fold them to 80 columns and
+    # truncate their headers); COLUMNS still decides when the user sets it.
+    import os
+
+    code = "from duetto.cli_support import console; print(console.width)"
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    piped = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert int(piped.stdout) == 220
+    env["COLUMNS"] = "100"
+    chosen = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert int(chosen.stdout) == 100

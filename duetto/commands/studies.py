@@ -121,8 +121,7 @@ def _print_frame(frame: Any, title: str, columns: list[str] | None = None, digit
         table.add_column(str(column))
     for row in frame[shown].itertuples(index=False):
         table.add_row(*(_fmt(v, digits) for v in row))
-    # redirected to a file: do not squeeze the table into 80 columns
-    console.print(table, width=None if console.is_terminal else 220)
+    console.print(table)
 
 
 def _print_files(files: list[Path]) -> None:
