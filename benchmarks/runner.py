@@ -18,11 +18,14 @@ write races.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import multiprocessing
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -228,6 +231,22 @@ def run_tasks(
     return summary
 
 
+def _pool_worker_setup(interval: float = 0.5) -> None:
+    """Pool worker initializer. Ctrl-C is for the process that runs the sweep, which ends the workers
+    (:func:`_shut_down_now`); a worker that took it would report it as the task's error and go on with
+    the next task. A worker exits when that process is gone (killed, crashed) instead of living on
+    idle or finishing a task nobody will record; its solver worker follows (``solvers.worker``)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:  # re-parented (to init or a subreaper) once the parent is gone
+            time.sleep(interval)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-when-parent-is-gone", daemon=True).start()
+
+
 def _run_pool(
     function: TaskFunction,
     todo: list[tuple[str, Mapping[str, Any]]],
@@ -236,7 +255,8 @@ def _run_pool(
 ) -> None:
     # spawn: workers start clean (no copy of this process's threads, progress bar, solver state)
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=context) as pool:
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=context, initializer=_pool_worker_setup)
+    try:
         pending: dict[Future[list[Row]], str] = {pool.submit(_call, function, task): k for k, task in todo}
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -244,6 +264,26 @@ def _run_pool(
                 task_key = pending.pop(future)
                 error = future.exception()
                 finished(task_key, None if error is not None else future.result(), error)
+    except BaseException:
+        # Ctrl-C (or a failure here): the executor's own shutdown would wait for the running tasks
+        # and start queued ones (each worker takes the interrupt as one task's error and goes on), so
+        # the sweep would not stop. Drop what has not started and end the workers; what finished is in
+        # the store, and the same command resumes from it.
+        _shut_down_now(pool)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _shut_down_now(pool: ProcessPoolExecutor) -> None:
+    """Cancel what has not started and end the pool's worker processes now (their solver workers
+    follow, see ``solvers.worker``). The processes are only reachable through the executor's
+    ``_processes`` before Python 3.14 (``terminate_workers``), and ``shutdown`` forgets them, so they
+    are taken first."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        with contextlib.suppress(Exception):
+            process.terminate()
 
 
 def _run_ray(
@@ -272,16 +312,23 @@ def _run_ray(
     try:
         remote = ray.remote(num_cpus=num_cpus, max_retries=0)(_call)
         refs = {remote.remote(function, task): k for k, task in todo}
-        while refs:
-            ready, _ = ray.wait(list(refs), num_returns=1)
-            for ref in ready:
-                task_key = refs.pop(ref)
-                try:
-                    rows = ray.get(ref)
-                except Exception as error:
-                    finished(task_key, None, error)
-                else:
-                    finished(task_key, rows, None)
+        try:
+            while refs:
+                ready, _ = ray.wait(list(refs), num_returns=1)
+                for ref in ready:
+                    task_key = refs.pop(ref)
+                    try:
+                        rows = ray.get(ref)
+                    except Exception as error:
+                        finished(task_key, None, error)
+                    else:
+                        finished(task_key, rows, None)
+        except BaseException:
+            # Ctrl-C: on a cluster this process did not start, its tasks would otherwise run on
+            for ref in refs:
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref, force=True)
+            raise
     finally:
         if started_here:
             ray.shutdown()

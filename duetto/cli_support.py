@@ -34,6 +34,7 @@ error_console = Console(stderr=True)
 F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_INPUT_ERROR = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
 
 
 def fail(message: str, code: int = EXIT_INPUT_ERROR) -> NoReturn:
@@ -43,7 +44,8 @@ def fail(message: str, code: int = EXIT_INPUT_ERROR) -> NoReturn:
 
 
 def user_errors(func: F) -> F:
-    """Turn a :class:`DuettoInputError` raised by a command into a one-line error and exit code 2."""
+    """Turn a :class:`DuettoInputError` raised by a command into a one-line error and exit code 2, and
+    Ctrl-C into ``error: interrupted`` and exit code 130 (no traceback)."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -51,6 +53,8 @@ def user_errors(func: F) -> F:
             return func(*args, **kwargs)
         except DuettoInputError as error:
             fail(str(error))
+        except KeyboardInterrupt:
+            fail("interrupted", EXIT_INTERRUPTED)
 
     return wrapper  # type: ignore[return-value]
 

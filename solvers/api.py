@@ -287,24 +287,31 @@ class _WorkerProcess:
     def __init__(self) -> None:
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
+        # the worker exits when this pipe's write end closes: when this process ends, however it ends
+        lifeline_r, lifeline_w = os.pipe()
         env = dict(os.environ)
         root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "solvers.worker", str(to_child_r), str(from_child_w)],
-                pass_fds=(to_child_r, from_child_w),
+                [sys.executable, "-m", "solvers.worker", str(to_child_r), str(from_child_w), str(lifeline_r)],
+                pass_fds=(to_child_r, from_child_w, lifeline_r),
                 stdin=subprocess.DEVNULL,
                 stdout=sys.stderr.fileno() if _has_fileno(sys.stderr) else subprocess.DEVNULL,
                 env=env,
                 cwd=root,
+                # out of the terminal's process group: Ctrl-C interrupts this process, which ends the
+                # worker itself (no KeyboardInterrupt traceback from a worker caught mid-import)
+                start_new_session=True,
             )
         except BaseException:
-            for fd in (to_child_r, to_child_w, from_child_r, from_child_w):
+            for fd in (to_child_r, to_child_w, from_child_r, from_child_w, lifeline_r, lifeline_w):
                 os.close(fd)
             raise
         os.close(to_child_r)
         os.close(from_child_w)
+        os.close(lifeline_r)
+        self.lifeline = lifeline_w
         self.sender = Connection(to_child_w, readable=False)
         self.receiver = Connection(from_child_r, writable=False)
 
@@ -366,6 +373,9 @@ class _WorkerProcess:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        if self.lifeline >= 0:
+            os.close(self.lifeline)
+            self.lifeline = -1
 
 
 def _run_worker(

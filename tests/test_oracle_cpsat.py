@@ -6,10 +6,16 @@ Solver runs go through worker processes; OR-Tools is never imported into the tes
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import math
+import os
 import random
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest
@@ -39,6 +45,8 @@ from heuristics import registry
 from heuristics.core import ClusterView, Start
 from solvers import Progress, SolverUnavailableError, SolveStatus, available_solvers, solve, solve_many
 from solvers.warmstart import local_search, policy_warm_starts, warm_start
+
+ROOT = Path(__file__).resolve().parent.parent
 
 U = 10**6
 
@@ -448,6 +456,62 @@ def test_solve_many_replaces_a_worker_that_ran_out_of_time() -> None:
     assert first.stats["wall_seconds"] <= 6.6
     assert first.status in (SolveStatus.TIME_LIMIT, SolveStatus.FEASIBLE) and first.schedule is not None
     assert second.status is SolveStatus.OPTIMAL
+
+
+def _children(pid: int) -> list[int]:
+    """Processes whose parent is ``pid`` (Linux ``/proc``)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                # the command name may hold spaces: the parent id is the 2nd field after its ")"
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if int(fields[1]) == pid:
+                    found.append(int(entry.name))
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc to find the worker")
+def test_the_solver_worker_exits_when_its_parent_is_killed() -> None:
+    # A solve killed from outside (SIGKILL: no cleanup runs) must not leave its worker process solving
+    # on to the time limit on the machine's cores with nobody to report to.
+    script = (
+        "from formulation.generator import generate_instance\n"
+        "from solvers import solve\n"
+        "solve(generate_instance(24, 2, 4, 0), 'cpsat', time_limit=120, coupled_bound=False)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stderr=subprocess.DEVNULL)
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while not workers and time.monotonic() < deadline and parent.poll() is None:
+            time.sleep(0.2)
+            workers = [
+                pid for pid in _children(parent.pid) if b"solvers.worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+            ]
+        assert workers, "the solve never started its worker"
+        time.sleep(1.0)  # let the worker get into its solve
+        assert _running(workers[0])
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while _running(workers[0]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _running(workers[0]), "the worker kept solving after its parent was killed"
+    finally:
+        parent.kill()
+        parent.wait()
+        for pid in workers:  # a worker left behind by a failure must not outlive the test
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
 
 
 # --- errors -----------------------------------------------------------------------------------------

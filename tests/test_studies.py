@@ -4,8 +4,14 @@ whenever the optimum is proven, and that a rerun resumes (skips finished rows)."
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -22,6 +28,7 @@ from formulation.errors import DuettoInputError
 from formulation.paths import shared_data_dir
 from heuristics.registry import make_policy, policy_names
 
+ROOT = Path(__file__).resolve().parent.parent
 DATA = shared_data_dir()
 POLLUX = DATA / "pollux" / "workloads-1.5" / "workload-1.csv"
 GAVEL_TRACE = DATA / "gavel" / "msr_seed0" / "e13805.trace"
@@ -338,6 +345,87 @@ def test_a_study_with_a_failed_task_exits_1_after_writing_the_rest(
     assert len(pd.read_csv(tmp_path / "replay.csv")) == 1  # fifo's row is there
     as_json = cli.invoke(_app(), [*args, "--out", str(tmp_path), "--workers", "1", "--json"])
     assert as_json.exit_code == 1 and _Crashing.name in json.dumps(json.loads(as_json.stdout)["failed"])
+
+
+def _processes() -> dict[int, tuple[int, str]]:
+    """Live processes (Linux ``/proc``): pid → (parent pid, command line)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            state, parent = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:2]  # after the name
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if state != "Z":
+            found[int(entry.name)] = (int(parent), command)
+    return found
+
+
+def _descendants(root: int) -> dict[int, str]:
+    """Live descendants of ``root``: pid → command line."""
+    table = _processes()
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in table.items():
+        children.setdefault(parent, []).append(pid)
+    found, todo = {}, list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        found[pid] = table[pid][1]
+        todo += children.get(pid, [])
+    return found
+
+
+def _still_running(snapshot: dict[int, str]) -> dict[int, str]:
+    table = _processes()
+    return {pid: command for pid, command in snapshot.items() if pid in table and table[pid][1] == command}
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+@pytest.mark.parametrize("how", ["ctrl-c", "kill"])
+def test_a_stopped_study_leaves_no_process_behind(tmp_path: Path, how: str) -> None:
+    # Ctrl-C reaches the whole process group; `kill -9` only the study. Either way no pool worker may
+    # go on with the next task and no solver may solve on to its time limit: before, Ctrl-C left the
+    # sweep running to the end and a killed study left its workers behind for good.
+    command = [sys.executable, "-m", "duetto", "gap", "--sizes", "12", "--cluster", "2x4", "--seeds", "3"]
+    command += ["--arrivals", "zero", "--time-limit", "30", "--workers", "2", "--out", str(tmp_path / "gap")]
+    command += ["--no-progress", "--no-figures"]
+    study = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        start_new_session=True,  # its own process group, as a shell gives a job
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # not ignored, as in a terminal
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    spawned: dict[int, str] = {}
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and study.poll() is None:
+            spawned = _descendants(study.pid)
+            if sum("solvers.worker" in c for c in spawned.values()) == 2:  # both pool workers are solving
+                break
+            time.sleep(0.2)
+        assert study.poll() is None, "the study ended before it could be stopped"
+        if how == "ctrl-c":
+            os.killpg(study.pid, signal.SIGINT)
+        else:
+            study.kill()
+        _, stderr = study.communicate(timeout=30)
+        deadline = time.monotonic() + 15
+        while _still_running(spawned) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _still_running(spawned) == {}, "processes of the study outlived it"
+        if how == "ctrl-c":
+            assert study.returncode == 130
+            assert "interrupted: the tasks that finished are kept in" in stderr and "Traceback" not in stderr
+    finally:
+        for pid in [study.pid, *_still_running(spawned)]:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        study.wait()
 
 
 @needs_data

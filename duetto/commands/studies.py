@@ -9,6 +9,8 @@ with ``--ray-address``), print the summary and list the files written. Rerunning
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,7 +18,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from duetto.cli_support import console, fail, print_json, user_errors
+from duetto.cli_support import EXIT_INTERRUPTED, console, fail, print_json, user_errors
 from formulation.errors import DuettoInputError
 
 
@@ -129,6 +131,15 @@ def _print_files(files: list[Path]) -> None:
         console.print(f"  wrote {path}", highlight=False)
 
 
+@contextmanager
+def _interrupt_keeps_finished_tasks(out: Path) -> Iterator[None]:
+    """Ctrl-C stops the sweep at once (the running tasks too); say that what finished is stored."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        fail(f"interrupted: the tasks that finished are kept in {out}; the same command resumes", EXIT_INTERRUPTED)
+
+
 def _exit_if_failed(runs: list[Any]) -> None:
     """Exit 1 after the tables and files are written when some task raised (it runs again on a rerun)."""
     if any(run.failed for run in runs):
@@ -195,15 +206,16 @@ def register(app: typer.Typer) -> None:
             target_slots=target_slots,
             solver_options=_solver_options(num_workers),
         )
-        outcome = run_gap_study(
-            study,
-            out,
-            workers=workers,
-            ray_address=ray_address,
-            progress=progress,
-            figures=figures,
-            refresh=tuple(refresh or ()),
-        )
+        with _interrupt_keeps_finished_tasks(out):
+            outcome = run_gap_study(
+                study,
+                out,
+                workers=workers,
+                ray_address=ray_address,
+                progress=progress,
+                figures=figures,
+                refresh=tuple(refresh or ()),
+            )
         if json_output:
             print_json(
                 {
@@ -287,9 +299,10 @@ def register(app: typer.Typer) -> None:
             load=load,
             solver_options=_solver_options(num_workers),
         )
-        outcome = run_scale_study(
-            study, out, workers=workers, ray_address=ray_address, progress=progress, figures=figures
-        )
+        with _interrupt_keeps_finished_tasks(out):
+            outcome = run_scale_study(
+                study, out, workers=workers, ray_address=ray_address, progress=progress, figures=figures
+            )
         if json_output:
             print_json(
                 {
@@ -376,7 +389,10 @@ def register(app: typer.Typer) -> None:
             restart_cost=restart_cost,
             large_threshold=large_threshold,
         )
-        outcome = run_replay(study, out, workers=workers, ray_address=ray_address, progress=progress, figures=figures)
+        with _interrupt_keeps_finished_tasks(out):
+            outcome = run_replay(
+                study, out, workers=workers, ray_address=ray_address, progress=progress, figures=figures
+            )
         if json_output:
             print_json(
                 {variant: table.reset_index().to_dict(orient="records") for variant, table in outcome.tables.items()}
