@@ -241,8 +241,24 @@ def _validation_message(error: ValidationError) -> tuple[str, str]:
     return location, f"{first['msg']}{extra}"
 
 
+_FILE_KINDS = {INSTANCE_FORMAT: "an instance", SCHEDULE_FORMAT: "a schedule"}
+
+
+def _check_kind(data: Any, expected: str, source: str) -> None:
+    """A schedule given where an instance is expected (or the reverse) is named as such, instead of
+    as dozens of missing fields."""
+    found = data.get("format") if isinstance(data, dict) else None
+    if isinstance(found, str) and found != expected and found in _FILE_KINDS:
+        raise DuettoInputError(
+            f"this is {_FILE_KINDS[found]} (format '{found}'), {_FILE_KINDS[expected]} is expected here",
+            source=source,
+            field="format",
+        )
+
+
 def instance_from_dict(data: Any, source: str = "instance") -> Instance:
     """Build an :class:`Instance` from parsed JSON, raising :class:`DuettoInputError` naming the field."""
+    _check_kind(data, INSTANCE_FORMAT, source)
     try:
         spec = InstanceModel.model_validate(data)
     except ValidationError as error:
@@ -297,6 +313,7 @@ def instance_to_dict(instance: Instance) -> dict[str, Any]:
 
 def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
     """Build a :class:`Schedule` from parsed JSON, raising :class:`DuettoInputError` naming the field."""
+    _check_kind(data, SCHEDULE_FORMAT, source)
     try:
         spec = ScheduleModel.model_validate(data)
     except ValidationError as error:

@@ -89,6 +89,8 @@ def test_validate_valid_and_invalid(tmp_path: Path) -> None:
         (("inspect", "{tmp}/broken.json"), "malformed JSON"),
         (("inspect", "{tmp}/negative.json"), "jobs.0.iterations"),
         (("import", "muri", "{tmp}/missing.csv", "-o", "{tmp}/x.json"), "missing.csv"),
+        (("inspect", "{tmp}/schedule.json"), "this is a schedule (format 'duetto-schedule'), an instance is expected"),
+        (("validate", "{tmp}/ok.json", "{tmp}/ok.json"), "this is an instance (format 'duetto-instance'), a schedule"),
     ],
 )
 def test_bad_input_gives_one_line_error_exit_2_and_no_output(tmp_path: Path, args, message: str) -> None:
@@ -98,6 +100,7 @@ def test_bad_input_gives_one_line_error_exit_2_and_no_output(tmp_path: Path, arg
     data = json.loads(generated.read_text())
     data["jobs"][0]["iterations"] = -3
     (tmp_path / "negative.json").write_text(json.dumps(data))
+    save_schedule(_sequential_schedule(generated), tmp_path / "schedule.json")
     result = _run(*(arg.format(tmp=tmp_path) for arg in args))
     assert result.exit_code == 2, result.output
     assert message in result.output
