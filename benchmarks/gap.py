@@ -129,6 +129,17 @@ class GapStudy:
             )
         return specs
 
+    def check(self) -> None:
+        """The generator's and the slot rule's own checks on each instance family of the study (a
+        one-job instance of it), so that a bad argument (an inverted ξ range, a load of 0) stops the
+        study before any task runs instead of failing every task. Raises :class:`DuettoInputError`."""
+        seen: set[tuple[tuple[str, Any], ...]] = set()
+        for spec in self.instance_specs():
+            family = tuple(sorted((k, v) for k, v in spec.items() if k not in ("n", "seed")))
+            if family not in seen:
+                seen.add(family)
+                instance_slot(build_instance({**spec, "n": 1}), int(spec["target_slots"]))
+
     def methods(self) -> list[str]:
         return [f"{ORACLE_PREFIX}{s}" for s in self.solvers] + list(self.policies)
 
@@ -449,6 +460,7 @@ def run_gap_study(
     """
     if not study.methods():
         raise DuettoInputError("nothing to run: give at least one policy or solver", field="policies")
+    study.check()
     out = Path(out_dir)
     store = RowStore(out / "rows.jsonl")
     tasks = study.tasks()

@@ -67,6 +67,23 @@ class ScaleStudy:
     target_slots: int = 120
     solver_options: Mapping[str, Any] = field(default_factory=dict)
 
+    def check(self) -> None:
+        """The family's and the slot rule's own checks (on a one-job instance), so that a bad argument
+        stops the study before any task runs. Raises :class:`DuettoInputError`."""
+        from benchmarks.families import scaled_instance
+        from formulation.discretize import choose_slot
+
+        instance = scaled_instance(
+            1,
+            0,
+            gpus_per_node=self.gpus_per_node,
+            jobs_per_gpu=self.jobs_per_gpu,
+            arrivals=self.arrivals,  # type: ignore[arg-type]  # checked by the generator
+            load=self.load,
+            xi_range=self.xi_range,
+        )
+        choose_slot(instance, self.target_slots)
+
     def ladder(self) -> list[tuple[str, list[int]]]:
         """(method, increasing sizes) for every method."""
         methods = [(f"{ORACLE_PREFIX}{s}", sorted(set(self.solver_sizes))) for s in self.solvers]
@@ -275,6 +292,7 @@ def run_scale_study(
     ladder = study.ladder()
     if not ladder:
         raise DuettoInputError("nothing to run: give at least one policy or solver", field="policies")
+    study.check()
     out = Path(out_dir)
     store = RowStore(out / "rows.jsonl")
     sizes = sorted({n for _, ns in ladder for n in ns})

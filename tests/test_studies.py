@@ -251,6 +251,16 @@ def test_gap_cli_and_errors(gap_dir: Path, tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "'highs' is not one of the study's solvers (cpsat)" in bad.output, bad.output
     bad = cli.invoke(app, ["scale", "--solver", "pyomo:", "--out", str(tmp_path / "x")])
     assert bad.exit_code == 2, bad.output
+    # So are the instance family's arguments (before, every task failed on them and the study exited 1)
+    for study, option, value, message in [
+        ("gap", "--xi-range", "2,1", "field 'xi_range': needs finite >= 1 bounds with low <= high"),
+        ("gap", "--load", "0", "field 'load': must be a finite number > 0"),
+        ("gap", "--target-slots", "0", "field 'target_slots': must be >= 1"),
+        ("scale", "--load", "-1", "field 'load': must be a finite number > 0"),
+        ("scale", "--jobs-per-gpu", "0", "field 'jobs_per_gpu': must be > 0"),
+    ]:
+        bad = cli.invoke(app, [study, option, value, "--out", str(tmp_path / "x"), "--no-progress"])
+        assert bad.exit_code == 2 and message in bad.output, (study, option, bad.output)
     assert not (tmp_path / "x").exists()
 
 
