@@ -393,11 +393,11 @@ def _still_running(snapshot: dict[int, str]) -> dict[int, str]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
-@pytest.mark.parametrize("how", ["ctrl-c", "kill"])
+@pytest.mark.parametrize("how", ["ctrl-c", "terminate", "kill"])
 def test_a_stopped_study_leaves_no_process_behind(tmp_path: Path, how: str) -> None:
-    # Ctrl-C reaches the whole process group; `kill -9` only the study. Either way no pool worker may
-    # go on with the next task and no solver may solve on to its time limit: before, Ctrl-C left the
-    # sweep running to the end and a killed study left its workers behind for good.
+    # Ctrl-C reaches the whole process group; SIGTERM and `kill -9` only the study. Either way no pool
+    # worker may go on with the next task and no solver may solve on to its time limit: before, Ctrl-C
+    # left the sweep running to the end and a killed study left its workers behind for good.
     command = [sys.executable, "-m", "duetto", "gap", "--sizes", "12", "--cluster", "2x4", "--seeds", "3"]
     command += ["--arrivals", "zero", "--time-limit", "30", "--workers", "2", "--out", str(tmp_path / "gap")]
     command += ["--no-progress", "--no-figures"]
@@ -421,6 +421,8 @@ def test_a_stopped_study_leaves_no_process_behind(tmp_path: Path, how: str) -> N
         assert study.poll() is None, "the study ended before it could be stopped"
         if how == "ctrl-c":
             os.killpg(study.pid, signal.SIGINT)
+        elif how == "terminate":
+            study.terminate()  # SIGTERM to the study only, as a batch system's time limit sends it
         else:
             study.kill()
         _, stderr = study.communicate(timeout=30)
@@ -428,8 +430,8 @@ def test_a_stopped_study_leaves_no_process_behind(tmp_path: Path, how: str) -> N
         while _still_running(spawned) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert _still_running(spawned) == {}, "processes of the study outlived it"
-        if how == "ctrl-c":
-            assert study.returncode == 130
+        if how != "kill":
+            assert study.returncode == (130 if how == "ctrl-c" else 143)
             assert "interrupted: the tasks that finished are kept in" in stderr and "Traceback" not in stderr
     finally:
         for pid in [study.pid, *_still_running(spawned)]:

@@ -9,6 +9,8 @@ with ``--ray-address``), print the summary and list the files written. Rerunning
 from __future__ import annotations
 
 import math
+import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
@@ -133,11 +135,24 @@ def _print_files(files: list[Path]) -> None:
 
 @contextmanager
 def _interrupt_keeps_finished_tasks(out: Path) -> Iterator[None]:
-    """Ctrl-C stops the sweep at once (the running tasks too); say that what finished is stored."""
+    """Ctrl-C, or SIGTERM (a batch system's time limit, ``kill``), stops the sweep at once (the running
+    tasks too) and says that what finished is stored; exit 130 or 143 (128 + the signal)."""
+    received: list[int] = []
+
+    def terminate(signum: int, frame: object) -> None:
+        received.append(signum)
+        raise KeyboardInterrupt  # the same path as Ctrl-C: the sweep ends its workers
+
+    in_main_thread = threading.current_thread() is threading.main_thread()  # signals: main thread only
+    previous = signal.signal(signal.SIGTERM, terminate) if in_main_thread else None
     try:
         yield
     except KeyboardInterrupt:
-        fail(f"interrupted: the tasks that finished are kept in {out}; the same command resumes", EXIT_INTERRUPTED)
+        code = 128 + received[0] if received else EXIT_INTERRUPTED
+        fail(f"interrupted: the tasks that finished are kept in {out}; the same command resumes", code)
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _exit_if_failed(runs: list[Any]) -> None:
