@@ -471,6 +471,13 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _command_line(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:  # gone in between
+        return b""
+
+
 def _running(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -494,9 +501,7 @@ def test_the_solver_worker_exits_when_its_parent_is_killed() -> None:
         deadline = time.monotonic() + 60
         while not workers and time.monotonic() < deadline and parent.poll() is None:
             time.sleep(0.2)
-            workers = [
-                pid for pid in _children(parent.pid) if b"solvers.worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
-            ]
+            workers = [pid for pid in _children(parent.pid) if b"solvers.worker" in _command_line(pid)]
         assert workers, "the solve never started its worker"
         time.sleep(1.0)  # let the worker get into its solve
         assert _running(workers[0])
