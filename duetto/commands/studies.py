@@ -151,8 +151,8 @@ def _interrupt_keeps_finished_tasks(out: Path) -> Iterator[None]:
         code = 128 + received[0] if received else EXIT_INTERRUPTED
         fail(f"interrupted: the tasks that finished are kept in {out}; the same command resumes", code)
     finally:
-        if in_main_thread:
-            signal.signal(signal.SIGTERM, previous)
+        if in_main_thread:  # None: the handler was not set from Python; the default is what is left
+            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
 def _exit_if_failed(runs: list[Any]) -> None:
