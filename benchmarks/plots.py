@@ -40,10 +40,14 @@ def check_figure_path(path: str | Path, field: str = "output") -> Path:
 
 
 def _save(fig: Any, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    _pyplot().close(fig)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.tight_layout()
+        fig.savefig(path, dpi=130)
+    except OSError as error:  # a path that cannot be written: the user's, one line
+        raise DuettoInputError(f"cannot write the figure: {error.strerror or error}", source=str(path)) from None
+    finally:
+        _pyplot().close(fig)
     return path
 
 

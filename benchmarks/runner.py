@@ -68,6 +68,16 @@ class RowStore:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._entries: dict[str, list[Row]] = {}
+        # a folder that cannot be written is the user's path, found before any task runs, not after
+        folder = str(self.path.parent)
+        if self.path.parent.exists() and not self.path.parent.is_dir():
+            raise DuettoInputError("is a file; the results go to a folder", source=folder)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise DuettoInputError(f"cannot write here: {error.strerror or error}", source=folder) from None
+        if not os.access(self.path.parent, os.W_OK):
+            raise DuettoInputError("cannot write here: permission denied", source=folder)
         if self.path.exists():
             with self.path.open(encoding="utf-8") as handle:
                 for line in handle:

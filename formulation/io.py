@@ -416,19 +416,26 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     0666 less the umask), not the 0600 of the temporary file it is written through.
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.is_dir():
+        raise DuettoInputError("is a directory; give a file name", source=str(target))
     try:
         mode = target.stat().st_mode & 0o7777
     except OSError:
         mode = 0o666 & ~_umask()
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    except OSError as error:  # a read-only or missing place: a user's path, not a bug
+        raise DuettoInputError(f"cannot write here: {error.strerror or error}", source=str(target)) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             os.fchmod(handle.fileno(), mode)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as error:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(error, OSError):  # e.g. the disk is full: one line, the old file untouched
+            raise DuettoInputError(f"cannot write: {error.strerror or error}", source=str(target)) from None
         raise
 
 

@@ -91,6 +91,8 @@ def test_validate_valid_and_invalid(tmp_path: Path) -> None:
         (("import", "muri", "{tmp}/missing.csv", "-o", "{tmp}/x.json"), "missing.csv"),
         (("inspect", "{tmp}/schedule.json"), "this is a schedule (format 'duetto-schedule'), an instance is expected"),
         (("validate", "{tmp}/ok.json", "{tmp}/ok.json"), "this is an instance (format 'duetto-instance'), a schedule"),
+        (("generate", "-n", "2", "-o", "{tmp}"), "is a directory; give a file name"),
+        (("generate", "-n", "2", "-o", "{tmp}/ok.json/x.json"), "ok.json/x.json: cannot write here"),
     ],
 )
 def test_bad_input_gives_one_line_error_exit_2_and_no_output(tmp_path: Path, args, message: str) -> None:

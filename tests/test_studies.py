@@ -262,6 +262,12 @@ def test_gap_cli_and_errors(gap_dir: Path, tmp_path: Path) -> None:
         bad = cli.invoke(app, [study, option, value, "--out", str(tmp_path / "x"), "--no-progress"])
         assert bad.exit_code == 2 and message in bad.output, (study, option, bad.output)
     assert not (tmp_path / "x").exists()
+    # an output place that cannot be written is found before any task runs (was a traceback)
+    (tmp_path / "a-file").write_text("")
+    bad = cli.invoke(app, ["gap", "--out", str(tmp_path / "a-file"), "--no-progress"])
+    assert bad.exit_code == 2 and "a-file: is a file; the results go to a folder" in bad.output, bad.output
+    bad = cli.invoke(app, ["scale", "--out", str(tmp_path / "a-file" / "x"), "--no-progress"])
+    assert bad.exit_code == 2 and "cannot write here" in bad.output, bad.output
 
 
 def test_default_parallelism_keeps_solves_off_each_others_cores(
@@ -490,6 +496,9 @@ def test_replay_table_sweep_and_plot(tmp_path: Path) -> None:
         bad = cli.invoke(app, ["plot", str(schedule), "--instance", str(instance), "-o", str(tmp_path / name)])
         assert bad.exit_code == 2 and "must end in one of" in bad.output and ".svg" in bad.output, bad.output
         assert not (tmp_path / name).exists()
+    unwritable = str(tmp_path / "g.png" / "g.png")  # under a file: one line, exit 2 (was a traceback)
+    bad = cli.invoke(app, ["plot", str(schedule), "--instance", str(instance), "-o", unwritable])
+    assert bad.exit_code == 2 and "cannot write the figure" in bad.output, bad.output
     # rerun resumes: nothing to run
     again = cli.invoke(app, args)
     assert "0 tasks run, 6 already done" in again.output
