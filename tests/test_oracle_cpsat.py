@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 import pytest
 
+from cluster_runtime import procs
 from formulation.cluster import Cluster
 from formulation.discretize import (
     SlotAssignment,
@@ -478,14 +479,6 @@ def _command_line(pid: int) -> bytes:
         return b""
 
 
-def _running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc to find the worker")
 def test_the_solver_worker_exits_when_its_parent_is_killed() -> None:
     # A solve killed from outside (SIGKILL: no cleanup runs) must not leave its worker process solving
@@ -503,14 +496,15 @@ def test_the_solver_worker_exits_when_its_parent_is_killed() -> None:
             time.sleep(0.2)
             workers = [pid for pid in _children(parent.pid) if b"solvers.worker" in _command_line(pid)]
         assert workers, "the solve never started its worker"
+        started = procs.proc_start_time(workers[0])  # the pid and its start time name the process
         time.sleep(1.0)  # let the worker get into its solve
-        assert _running(workers[0])
+        assert procs.is_running(workers[0], started)
         parent.kill()
         parent.wait()
         deadline = time.monotonic() + 10
-        while _running(workers[0]) and time.monotonic() < deadline:
+        while procs.is_running(workers[0], started) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not _running(workers[0]), "the worker kept solving after its parent was killed"
+        assert not procs.is_running(workers[0], started), "the worker kept solving after its parent was killed"
     finally:
         parent.kill()
         parent.wait()

@@ -23,6 +23,7 @@ from benchmarks.gap import GapStudy, add_gaps, run_gap_study
 from benchmarks.replay import ReplayStudy, interference_from_spec, paper_table, run_replay
 from benchmarks.runner import RowStore
 from benchmarks.scale import ScaleStudy, run_scale_study
+from cluster_runtime import procs
 from duetto.commands import studies
 from formulation.errors import DuettoInputError
 from formulation.paths import shared_data_dir
@@ -393,9 +394,9 @@ def _descendants(root: int) -> dict[int, str]:
     return found
 
 
-def _still_running(snapshot: dict[int, str]) -> dict[int, str]:
-    table = _processes()
-    return {pid: command for pid, command in snapshot.items() if pid in table and table[pid][1] == command}
+def _still_running(snapshot: dict[int, str]) -> list[int]:
+    """The processes of ``snapshot`` (pid → start time) that still run."""
+    return [pid for pid, started in snapshot.items() if procs.is_running(pid, started)]
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
@@ -416,12 +417,13 @@ def test_a_stopped_study_leaves_no_process_behind(tmp_path: Path, how: str) -> N
         stderr=subprocess.PIPE,
         text=True,
     )
-    spawned: dict[int, str] = {}
+    spawned: dict[int, str] = {}  # pid → start time: the two name one process
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and study.poll() is None:
-            spawned = _descendants(study.pid)
-            if sum("solvers.worker" in c for c in spawned.values()) == 2:  # both pool workers are solving
+            descendants = _descendants(study.pid)
+            spawned = {pid: start for pid in descendants if (start := procs.proc_start_time(pid)) is not None}
+            if sum("solvers.worker" in c for c in descendants.values()) == 2:  # both pool workers are solving
                 break
             time.sleep(0.2)
         assert study.poll() is None, "the study ended before it could be stopped"
@@ -435,7 +437,7 @@ def test_a_stopped_study_leaves_no_process_behind(tmp_path: Path, how: str) -> N
         deadline = time.monotonic() + 15
         while _still_running(spawned) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert _still_running(spawned) == {}, "processes of the study outlived it"
+        assert _still_running(spawned) == [], "processes of the study outlived it"
         if how != "kill":
             assert study.returncode == (130 if how == "ctrl-c" else 143)
             assert "interrupted: the tasks that finished are kept in" in stderr and "Traceback" not in stderr
