@@ -52,6 +52,8 @@ from formulation.discretize import (
 from formulation.errors import DuettoInputError, InfeasibleInstanceError
 from formulation.instance import Instance
 from formulation.interference import TableInterference
+from formulation.lanes import LaneBound, lane_bound_applies
+from formulation.lanes import lane_bound as solve_lane_bound
 from formulation.relaxation import RelaxationBound, refined_coupled_bound
 from formulation.schedule import Schedule
 from solvers.backend_protocol import BackendOutcome, SolverUnavailableError
@@ -237,6 +239,7 @@ class _Tracker:
     rejected: int = 0
     final_rejected: bool = False
     relaxation: dict[str, Any] | None = None  # the coupled LP bound's summary, if it ran
+    lanes: dict[str, Any] | None = None  # the lane relaxation's summary, if it ran
     # the coupled LP's thread offers bounds too: compare-and-set under a lock
     _bound_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -413,6 +416,7 @@ def solve(
     policy_warm_start: bool = True,
     local_search: bool = True,
     coupled_bound: bool = True,
+    lane_bound: bool = True,
     export_model: str | Path | None = None,
     horizon_slots: int | None = None,
     units_per_slot: int | None = None,
@@ -453,6 +457,11 @@ def solve(
         (:func:`formulation.relaxation.refined_coupled_bound`, total JCT with two jobs per GPU;
         coarse windows first, then finer ones while it is the best bound) on one thread and report
         the larger of its bound and the solver's.
+    lane_bound
+        On the same thread, also solve the lane relaxation by column generation
+        (:func:`formulation.lanes.lane_bound`: one column per GPU's sequence of jobs; total JCT with
+        two jobs per GPU). With ``coupled_bound`` the coupled LP gets the first
+        :data:`COUPLED_SHARE` of the time and the lanes the rest; the larger bound is reported.
     export_model
         Write the Pyomo model of the same problem to this ``.mps`` / ``.lp`` file before solving.
     horizon_slots
@@ -493,6 +502,7 @@ def solve(
         policy_warm_start=policy_warm_start,
         local_search=local_search,
         coupled_bound=coupled_bound,
+        lane_bound=lane_bound,
     )
     if export_model is not None:
         _export(instance, _portable_instance(instance), slot, settings, export_model)
@@ -608,6 +618,7 @@ def solve_many(
     policy_warm_start: bool = True,
     local_search: bool = True,
     coupled_bound: bool = True,
+    lane_bound: bool = True,
     horizon_slots: int | None = None,
     units_per_slot: int | None = None,
     options: Mapping[str, Any] | None = None,
@@ -642,6 +653,7 @@ def solve_many(
         policy_warm_start=policy_warm_start,
         local_search=local_search,
         coupled_bound=coupled_bound,
+        lane_bound=lane_bound,
     )
     worker: _WorkerProcess | None = None
 
@@ -678,6 +690,7 @@ class _Settings:
     policy_warm_start: bool = True
     local_search: bool = True
     coupled_bound: bool = True
+    lane_bound: bool = True
 
     @property
     def kwargs(self) -> dict[str, Any]:
@@ -766,7 +779,11 @@ def _solve_one(
         "deadline": deadline - margin,
         "options": dict(settings.options or {}),
     }
-    relaxation = _CoupledBound(problem, tracker, deadline - margin) if settings.coupled_bound else None
+    relaxation = None
+    if settings.coupled_bound or settings.lane_bound:
+        relaxation = _CoupledBound(
+            problem, tracker, deadline - margin, coupled=settings.coupled_bound, lanes=settings.lane_bound
+        )
     try:
         if time.time() < deadline - margin:
             killed = runner(payload, tracker, deadline + grace, lambda: report_progress("solving"))
@@ -794,32 +811,57 @@ def _proven_optimal(tracker: _Tracker) -> bool:
     return math.ceil(tracker.bound - _BOUND_TOL) >= tracker.best_model_value - 1e-9
 
 
-class _CoupledBound:
-    """The pair-coupled LP bound (:func:`formulation.relaxation.refined_coupled_bound`: coarse windows,
-    then finer ones while it is the best bound) on a thread of the parent while the solver's worker
-    runs: HiGHS releases the GIL, and its time limit ends it before the deadline. Each bound it proves
-    is offered to the tracker like the solver's own. Once the solve is proven optimal the LP is
-    cancelled rather than waited for."""
+COUPLED_SHARE = 0.5
+"""With both relaxations on, the share of the bound thread's time the coupled LP gets before the lanes."""
 
-    def __init__(self, problem: SlottedProblem, tracker: _Tracker, deadline: float) -> None:
+
+class _CoupledBound:
+    """The relaxations on a thread of the parent while the solver's worker runs: the pair-coupled LP
+    (:func:`formulation.relaxation.refined_coupled_bound`: coarse windows, then finer ones while it
+    is the best bound), then the lane relaxation (:func:`formulation.lanes.lane_bound`) with the time
+    left. HiGHS releases the GIL and both stop at the deadline. Each bound they prove is offered to the
+    tracker like the solver's own. Once the solve is proven optimal they are cancelled rather than
+    waited for."""
+
+    def __init__(
+        self, problem: SlottedProblem, tracker: _Tracker, deadline: float, *, coupled: bool = True, lanes: bool = True
+    ) -> None:
         self.outcome: RelaxationBound | None = None
         self.offered: RelaxationBound | None = None  # the best LP proven so far (a finer one may be running)
         self.error: str | None = None
+        self.lane_outcome: LaneBound | None = None
+        self.lane_offered: LaneBound | None = None
+        self.lane_error: str | None = None
         self.tracker = tracker
         self.problem = problem
+        self.coupled = coupled
+        self.lanes = lanes and lane_bound_applies(problem)
         self.cancel = threading.Event()
         self.thread = threading.Thread(target=self._run, args=(problem, deadline), name="coupled-bound", daemon=True)
         self.thread.start()
 
     def _run(self, problem: SlottedProblem, deadline: float) -> None:
-        try:
-            outcome = refined_coupled_bound(
-                problem, time_limit=max(0.01, deadline - time.time()), cancel=self.cancel, on_bound=self._offer
-            )
-        except Exception as error:  # a bound is an extra; a failure must not lose the solve
-            self.error = f"{type(error).__name__}: {error}"
+        if self.coupled:
+            share = COUPLED_SHARE if self.lanes else 1.0
+            try:
+                outcome = refined_coupled_bound(
+                    problem,
+                    time_limit=max(0.01, share * (deadline - time.time())),
+                    cancel=self.cancel,
+                    on_bound=self._offer,
+                )
+            except Exception as error:  # a bound is an extra; a failure must not lose the solve
+                self.error = f"{type(error).__name__}: {error}"
+            else:
+                self.outcome = outcome
+        if not self.lanes or self.cancel.is_set() or _proven_optimal(self.tracker) or time.time() >= deadline:
             return
-        self.outcome = outcome
+        try:
+            self.lane_outcome = solve_lane_bound(
+                problem, time_limit=max(0.01, deadline - time.time()), cancel=self.cancel, on_bound=self._offer_lanes
+            )
+        except Exception as error:
+            self.lane_error = f"{type(error).__name__}: {error}"
 
     def _offer(self, outcome: RelaxationBound) -> bool:
         """Offer a proven bound; refine the LP only while it is the best bound and the solve goes on."""
@@ -830,12 +872,34 @@ class _CoupledBound:
             self.offered = outcome
         return self.tracker.bound <= value + 1e-9 and not _proven_optimal(self.tracker)
 
+    def _offer_lanes(self, outcome: LaneBound) -> bool:
+        """Offer a lane bound (each round's Lagrangian bound that improves); go on until proven optimal."""
+        self.tracker.offer_bound(outcome.value - 1e-6 * max(1.0, abs(outcome.value)))
+        self.lane_offered = outcome
+        return not _proven_optimal(self.tracker)
+
     def finish(self, hard_deadline: float) -> None:
-        """Wait for the LP until ``hard_deadline`` at most (cancel it first if the solve is already
-        proven optimal) and record its summary in the tracker."""
+        """Wait for the relaxations until ``hard_deadline`` at most (cancel them first if the solve is
+        already proven optimal) and record their summaries in the tracker."""
         if self.thread.is_alive() and _proven_optimal(self.tracker):
             self.cancel.set()
         self.thread.join(max(0.0, hard_deadline - time.time()))
+        if self.coupled:
+            self._record_coupled()
+        if self.lanes:
+            lanes = self.lane_outcome or self.lane_offered
+            if self.lane_error is not None:
+                self.tracker.lanes = {"status": f"failed: {self.lane_error}"}
+            elif lanes is None:
+                self.tracker.lanes = {"status": "not run" if not self.thread.is_alive() else "time_limit"}
+            else:
+                summary = lanes.summary()
+                summary["bound_seconds"] = (
+                    self.problem.objective_seconds(math.ceil(lanes.value - _BOUND_TOL)) if lanes.proven else None
+                )
+                self.tracker.lanes = summary
+
+    def _record_coupled(self) -> None:
         # a finer LP still being solved at the deadline leaves the best one proven before it
         outcome = self.outcome or self.offered
         if self.error is not None:
@@ -965,6 +1029,7 @@ def _result(
             "wall_seconds": round(wall, 4),
             "bound_slots": _bound_slots(problem, tracker),
             "coupled_bound": tracker.relaxation,
+            "lane_bound": tracker.lanes,
             "objective_slots": problem.objective_slots(evaluate(problem, tracker.best, exact=True)),
         }
     )

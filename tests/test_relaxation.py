@@ -87,9 +87,14 @@ def test_coupled_bound_raises_the_reported_bound_on_a_contended_instance() -> No
     problem = discretize(instance, slot=slot)
     assert summary["bound_slots"] > completion_sum_lower_bound(problem)
     assert with_lp.stats["bound_slots"] >= math.ceil(summary["bound_slots"] - 1e-5)
-    without = solve(instance, "highs", time_limit=8, slot=slot, coupled_bound=False)
-    assert without.stats["coupled_bound"] is None
+    without = solve(instance, "highs", time_limit=8, slot=slot, coupled_bound=False, lane_bound=False)
+    assert without.stats["coupled_bound"] is None and without.stats["lane_bound"] is None
     assert with_lp.bound > without.bound
+    # the lane relaxation alone (formulation.lanes) raises it too
+    lanes_only = solve(instance, "highs", time_limit=8, slot=slot, coupled_bound=False)
+    assert lanes_only.stats["coupled_bound"] is None
+    assert lanes_only.stats["lane_bound"]["status"] == "optimal"
+    assert lanes_only.bound > without.bound
 
 
 def test_window_width_grows_with_a_smaller_budget() -> None:

@@ -50,6 +50,13 @@ def _print_result(result: Result) -> None:
         else:
             text = str(coupled["status"])
         table.add_row("coupled LP bound", text)
+    lanes = result.stats.get("lane_bound")
+    if lanes:
+        if lanes.get("bound_seconds") is not None:
+            text = f"{_fmt(lanes['bound_seconds'])} s in {lanes['seconds']:.1f} s ({lanes['rounds']} rounds)"
+        else:
+            text = str(lanes["status"])
+        table.add_row("lane bound", text)
     if result.message:
         table.add_row("message", result.message.splitlines()[0])
     console.print(table)
@@ -107,6 +114,13 @@ def register(app: typer.Typer) -> None:
                 help="also solve the pair-coupled LP relaxation (HiGHS, one thread) for a stronger bound",
             ),
         ] = True,
+        lane_bound: Annotated[
+            bool,
+            typer.Option(
+                "--lane-bound/--no-lane-bound",
+                help="also solve the lane relaxation by column generation (one column per GPU's jobs)",
+            ),
+        ] = True,
         threads: Annotated[
             int | None, typer.Option("--threads", help="solver threads / CP-SAT workers (default 2 for CP-SAT)")
         ] = None,
@@ -132,6 +146,7 @@ def register(app: typer.Typer) -> None:
             "policy_warm_start": policy_warm_start,
             "local_search": local_search,
             "coupled_bound": coupled_bound,
+            "lane_bound": lane_bound,
         }
         show = not quiet and not json_output and error_console.is_terminal
         if show:

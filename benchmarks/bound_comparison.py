@@ -1,0 +1,145 @@
+"""The two relaxations side by side: the lane (Dantzig-Wolfe) bound and the pair-coupled LP.
+
+One CSV row per instance and relaxation, each given the same time limit on one thread, from the same
+upper-bound solution (the slotted greedy's warm start, whose schedule also gives the upper bound
+``ub_slots``)::
+
+    python -m benchmarks.bound_comparison --jobs 12 16 24 --gpus 8 --seeds 3 --time-limit 60 \\
+        --output results/bounds.csv
+
+Columns: ``jobs, gpus, seed, slot, horizon, ub_slots, method, bound_slots, status, seconds, rounds,
+columns, gap_to_ub`` (``(ub − bound)/ub``) and ``peak_rss_mib`` (the process's peak resident memory
+after the method ran: a ceiling, since it never goes down). At the end a table per size: each method's
+median bound relative to the better of the two on the same instance, and how often each is the larger.
+Run it alone on the machine: timings are wall-clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import resource
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from formulation.discretize import choose_slot, discretize
+from formulation.generator import generate_instance
+from formulation.lanes import lane_bound
+from formulation.relaxation import refined_coupled_bound
+from solvers.warmstart import warm_start
+
+METHODS = ("lanes", "coupled")
+
+
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def compare(
+    jobs: Sequence[int],
+    gpus: int,
+    gpus_per_node: int,
+    seeds: Sequence[int],
+    time_limit: float,
+    target_slots: int | None = None,
+    methods: Sequence[str] = METHODS,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Solve both relaxations on every instance; one row per (instance, method)."""
+    rows: list[dict[str, Any]] = []
+    for n in jobs:
+        for seed in seeds:
+            instance = generate_instance(n, max(1, gpus // gpus_per_node), gpus_per_node, seed)
+            slot = choose_slot(instance, target_slots) if target_slots else None
+            base = discretize(instance, slot)
+            problem = base.with_upper_bound(warm_start(base))
+            ub = float(problem.upper_bound_value or math.nan)
+            for method in methods:
+                began = time.perf_counter()
+                if method == "lanes":
+                    lanes = lane_bound(problem, time_limit=time_limit)
+                    value, status, rounds, columns = lanes.value, lanes.status, lanes.rounds, lanes.columns
+                else:
+                    coupled = refined_coupled_bound(problem, time_limit=time_limit)
+                    value, status, rounds, columns = coupled.value, coupled.status, coupled.rounds, coupled.variables
+                row = {
+                    "jobs": n,
+                    "gpus": gpus,
+                    "seed": seed,
+                    "slot": problem.slot,
+                    "horizon": problem.horizon,
+                    "ub_slots": ub,
+                    "method": method,
+                    "bound_slots": value,
+                    "status": status,
+                    "seconds": round(time.perf_counter() - began, 2),
+                    "rounds": rounds,
+                    "columns": columns,
+                    "gap_to_ub": (ub - value) / ub if math.isfinite(value) else math.nan,
+                    "peak_rss_mib": round(_peak_rss_mib(), 1),
+                }
+                rows.append(row)
+                if progress:
+                    print(
+                        f"n={n} seed={seed} {method}: bound {value:.1f} ({status}) ub {ub:.0f} in {row['seconds']} s",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+    return pd.DataFrame(rows)
+
+
+def summarize(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per size and method: median bound relative to the better method's, wins, median seconds."""
+    wide = frame.pivot_table(index=["jobs", "seed"], columns="method", values="bound_slots")
+    best = wide.max(axis=1)
+    rows = []
+    for method in wide.columns:
+        relative = wide[method] / best
+        for n, group in relative.groupby(level="jobs"):
+            seconds = frame[(frame["jobs"] == n) & (frame["method"] == method)]["seconds"]
+            rows.append(
+                {
+                    "jobs": n,
+                    "method": method,
+                    "median_of_best": round(float(group.median()), 4),
+                    "wins": int((group >= 1 - 1e-9).sum()),
+                    "instances": len(group),
+                    "median_seconds": float(seconds.median()),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, nargs="+", default=[12, 16])
+    parser.add_argument("--gpus", type=int, default=8)
+    parser.add_argument("--gpus-per-node", type=int, default=8)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--time-limit", type=float, default=60.0)
+    parser.add_argument("--target-slots", type=int, default=None)
+    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+    parser.add_argument("--output", type=Path, default=None)
+    args = parser.parse_args(argv)
+    if args.time_limit <= 0 or args.seeds < 1 or min(args.jobs) < 1 or args.gpus < 1:
+        print("error: --time-limit, --seeds, --jobs and --gpus must be positive", file=sys.stderr)
+        return 2
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    frame = compare(args.jobs, args.gpus, args.gpus_per_node, seeds, args.time_limit, args.target_slots, args.methods)
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        frame.to_csv(args.output, index=False)
+    print(frame.to_string(index=False))
+    if len(args.methods) > 1:
+        print(summarize(frame).to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

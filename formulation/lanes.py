@@ -1,0 +1,783 @@
+"""A Dantzig-Wolfe (lane) relaxation of the slotted problem, solved by column generation.
+
+Why it exists: the pair-coupled LP (:mod:`formulation.relaxation`) knows which two jobs share a GPU,
+but only as aggregate GPU time per window: a job's fractional runs can take their sharing where it is
+cheapest and pay for it elsewhere (``docs/oracle.md``: about 70 % of its slack at 12 jobs). Here a
+column is one GPU's whole **lane**: the sequence of jobs that run on it, each with its start and end
+slot, two at a time at most, where every overlap of two jobs in the lane is the *same* overlap for
+both and slows each by its own ratio. The LP then mixes whole lanes, not runs and cells.
+
+The master (all in slot units; ``G_j`` GPUs, ``w_j = W_j/U`` alone-slots of work in the job's least-work
+mode, ``σ_jk`` the fraction of a slot ``j`` progresses next to ``k`` in its fastest mode that fits next
+to ``k``, as in the coupled LP):
+
+* ``λ_c ≥ 0`` per lane ``c``; ``Σ_c λ_c ≤ #GPUs``;
+* ``y_{jS}``, ``z_{jE}``: the start and end distributions of job ``j``, ``q_j`` its mass ending past the
+  cut (``Σ_S y_{jS} + q_j = 1``, ``Σ_E z_{jE} + q_j = 1``);
+* gang linking: ``Σ_c [j starts at S in c]·λ_c = G_j·y_{jS}`` and ``Σ_c [j ends at E in c]·λ_c =
+  G_j·z_{jE}`` (a gang is ``G_j`` lanes that start and end together);
+* progress: ``Σ_c prog_c(j)·λ_c ≥ G_j·w_j·(1 − q_j)``, where ``prog_c(j) = (E − S) − Σ_k (1 − σ_jk)·
+  overlap_c(j, k)`` is what ``j`` would progress if its partners in lane ``c`` were its only ones (a
+  gang's slowest worker is no faster than any single lane of it, so every real lane satisfies
+  ``prog ≥ w_j``);
+* objective ``min Σ_j (Σ_E E·z_{jE} + late_j·q_j)``, ``late_j = max(cut + 1, r_j + d_j)``.
+
+Every schedule of the slotted model cut into its GPUs' lanes is a feasible point (a relaxation: GPU
+placement across nodes, modes and the slowest-worker rule are relaxed as described), so the LP optimum
+is a lower bound on ``Σ_j E_j``.
+
+Pricing (:class:`_LanePricing`) finds the lane of largest dual value by a dynamic program over slots
+whose states are "job ``i`` runs since slot ``S`` and is alone at slot ``t``". From such a state, ``i``
+may run one more slot alone, end, host a *nested* partner ``k`` that starts now and ends while ``i``
+still runs (``k`` is shared for its whole run, so ``σ_ki·(E_k − t) ≥ w_k`` is checked exactly), or
+*hand over* to a partner ``k`` that starts now and outlives ``i`` (``i``'s progress with this overlap
+is checked; ``k`` continues as the running job). Every real lane (at most two jobs at a time) is such a
+path. The DP prices a superset of the lanes (a job's losses before its last partner are charged by the
+progress row's dual rather than checked in the column; a job may appear twice in one lane), so its
+optimum bounds the true pricing problem and the Lagrangian bound ``z_RMP + #GPUs · min(0, rc)`` holds
+after any round. Columns of the superset are valid in the master for the same reason: the LP over them
+is a relaxation of the LP over real lanes.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from formulation.discretize import SlottedProblem, evaluate
+from formulation.relaxation import _shared_speed, default_cut
+
+NEG = -1e30
+"""Value of an unreachable DP state (finite, so sums of two stay comparable)."""
+REACHABLE = NEG / 2
+PRICING_TOLERANCE = 1e-6
+"""A lane enters the master when its reduced cost is below minus this (slot units)."""
+DEFAULT_SMOOTHING = 0.8
+"""Wentges' weight on the best-bound duals when pricing (0: plain column generation)."""
+DEFAULT_MAX_LANE_STATES = 12_000_000
+"""Above this many DP cells (``jobs × (T+1)²``, about 26 bytes each) the lane bound is skipped."""
+
+
+@dataclass(frozen=True)
+class LaneEntry:
+    """One job's run in a lane: start and exclusive end slot, and its lane-local progress (alone-slots
+    of its least-work mode)."""
+
+    job: int
+    start: int
+    end: int
+    progress: float
+
+
+@dataclass(frozen=True)
+class Lane:
+    """A column of the master: one GPU's jobs."""
+
+    entries: tuple[LaneEntry, ...]
+
+    def key(self) -> tuple[tuple[int, int, int], ...]:
+        return tuple(sorted((e.job, e.start, e.end) for e in self.entries))
+
+
+@dataclass(frozen=True)
+class LaneBound:
+    """Result of :func:`lane_bound`.
+
+    Attributes
+    ----------
+    value
+        Proven lower bound on ``Σ_j E_j`` (slots); ``nan`` when none was proven.
+    status
+        ``"optimal"`` (no lane prices out: the LP optimum), ``"time_limit"`` / ``"cancelled"`` /
+        ``"max_rounds"`` (the best Lagrangian bound of the rounds done), ``"skipped: <reason>"`` or
+        ``"failed: <reason>"``.
+    master_value
+        The restricted master's last optimum (an upper bound on the LP optimum).
+    rounds, columns
+        Pricing rounds and lanes in the master at the end.
+    seconds, pricing_seconds, master_seconds
+        Total, pricing and master time.
+    horizon
+        Slots of the lanes (the cut).
+    """
+
+    value: float
+    status: str
+    master_value: float = math.nan
+    rounds: int = 0
+    columns: int = 0
+    seconds: float = 0.0
+    pricing_seconds: float = 0.0
+    master_seconds: float = 0.0
+    horizon: int = 0
+    history: tuple[tuple[float, float, float], ...] = field(default=(), repr=False)
+    """(seconds, master value, best bound) after each round."""
+
+    @property
+    def proven(self) -> bool:
+        return math.isfinite(self.value)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "bound_slots": self.value if self.proven else None,
+            "master_slots": None if math.isnan(self.master_value) else self.master_value,
+            "rounds": self.rounds,
+            "columns": self.columns,
+            "seconds": round(self.seconds, 3),
+            "pricing_seconds": round(self.pricing_seconds, 3),
+            "master_seconds": round(self.master_seconds, 3),
+            "horizon": self.horizon,
+        }
+
+
+# --- data --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LaneData:
+    """The numbers the master and the pricing share (arrays indexed by job, slot)."""
+
+    n: int
+    horizon: int  # T: lanes live in slots [0, T); ends up to T
+    gpus: int
+    num_gpus: np.ndarray  # G_j
+    work: np.ndarray  # w_j, alone-slots
+    release: np.ndarray
+    min_slots: np.ndarray  # d_j
+    max_slots: np.ndarray  # D_j
+    last_start: np.ndarray  # latest start within the lanes' horizon
+    last_end: np.ndarray  # latest end within the horizon
+    late_cost: np.ndarray  # E_j when ending past the horizon (0 where not allowed)
+    can_be_late: np.ndarray  # bool
+    sigma: np.ndarray  # (n, n) fraction of a slot j progresses next to k; 0 where they may not share
+    shareable: np.ndarray  # (n, n) bool
+    nested_min: np.ndarray  # (n, n) [k, i]: slots k needs when shared with i for its whole run
+
+    @staticmethod
+    def from_problem(problem: SlottedProblem, horizon: int) -> LaneData:
+        jobs = problem.jobs
+        n = len(jobs)
+        units = problem.units_per_slot
+        least = [min(mode.work for mode in job.modes) for job in jobs]
+        sigma = np.zeros((n, n))
+        for i, k in problem.sharing_pairs:
+            sigma[i, k] = _shared_speed(problem, i, k, least[i]) / units
+            sigma[k, i] = _shared_speed(problem, k, i, least[k]) / units
+        shareable = (sigma > 0) & (sigma.T > 0)
+        sigma = np.where(shareable, sigma, 0.0)
+        work = np.array(least, dtype=float) / units
+        with np.errstate(divide="ignore"):
+            nested = np.where(shareable, np.ceil(work[:, None] / np.where(shareable, sigma, 1.0) - 1e-9), np.inf)
+        release = np.array([job.release for job in jobs])
+        min_slots = np.array([job.min_slots for job in jobs])
+        max_slots = np.array([max(job.max_slots, job.min_slots) for job in jobs])
+        latest_end = np.array([job.latest_end for job in jobs])
+        last_end = np.minimum(latest_end, horizon)
+        can_be_late = latest_end > horizon
+        late_cost = np.where(can_be_late, np.maximum(horizon + 1, release + min_slots), 0)
+        return LaneData(
+            n=n,
+            horizon=horizon,
+            gpus=problem.num_gpus,
+            num_gpus=np.array([job.num_gpus for job in jobs]),
+            work=work,
+            release=release,
+            min_slots=min_slots,
+            max_slots=max_slots,
+            last_start=last_end - min_slots,
+            last_end=last_end,
+            late_cost=late_cost,
+            can_be_late=can_be_late,
+            sigma=sigma,
+            shareable=shareable,
+            nested_min=nested,
+        )
+
+    def progress(self, job: int, start: int, end: int, overlaps: dict[int, float]) -> float:
+        """Lane-local progress of ``job`` run in ``[start, end)`` with ``overlaps[k]`` slots next to ``k``."""
+        loss = sum((1.0 - self.sigma[job, k]) * slots for k, slots in overlaps.items())
+        return float(end - start) - loss
+
+
+def lanes_of_solution(problem: SlottedProblem, data: LaneData) -> list[Lane]:
+    """The lanes (one per used GPU) of the problem's upper-bound solution, with lane-local progress
+    (jobs ending past ``data.horizon`` left out)."""
+    solution = problem.upper_bound
+    if solution is None:
+        return []
+    ends = evaluate(problem, dict(solution), exact=True)
+    index = problem.index
+    on_gpu: dict[int, list[tuple[int, int, int]]] = {}
+    for job_id, assignment in solution.items():
+        i = index[job_id]
+        for g in assignment.gpus:
+            on_gpu.setdefault(g, []).append((i, assignment.start, ends[job_id]))
+    lanes = []
+    for every_run in on_gpu.values():
+        # a job ending past the lanes' horizon is the master's "late" mass, not part of the lane
+        runs = [run for run in every_run if run[2] <= data.horizon]
+        if not runs:
+            continue
+        entries = []
+        for i, start, end in runs:
+            overlaps: dict[int, float] = {}
+            for k, s2, e2 in runs:
+                if k != i and min(end, e2) > max(start, s2):
+                    overlaps[k] = overlaps.get(k, 0.0) + min(end, e2) - max(start, s2)
+            entries.append(LaneEntry(i, start, end, data.progress(i, start, end, overlaps)))
+        lanes.append(Lane(tuple(entries)))
+    return lanes
+
+
+def single_job_lanes(data: LaneData) -> list[Lane]:
+    """Every job alone at every start it may take (the master's first pool besides the upper bound's
+    lanes: it lets the first duals move off the upper-bound solution)."""
+    lanes = []
+    for j in range(data.n):
+        d = int(data.min_slots[j])
+        for s in range(int(data.release[j]), int(data.last_start[j]) + 1):
+            lanes.append(Lane((LaneEntry(j, s, s + d, float(d)),)))
+    return lanes
+
+
+# --- the master ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Duals:
+    """Duals of the master's rows: ``alpha[j, S]`` (start linking), ``beta[j, E]`` (end linking),
+    ``eta[j] ≥ 0`` (progress). Zero where a job has no such row."""
+
+    alpha: np.ndarray
+    beta: np.ndarray
+    eta: np.ndarray
+
+    def mix(self, other: Duals, weight: float) -> Duals:
+        """``weight · self + (1 − weight) · other``."""
+        return Duals(
+            weight * self.alpha + (1 - weight) * other.alpha,
+            weight * self.beta + (1 - weight) * other.beta,
+            weight * self.eta + (1 - weight) * other.eta,
+        )
+
+
+class _Master:
+    """The restricted master LP in HiGHS, columns added as lanes come (the basis is kept between
+    solves, so each re-solve starts from the last optimum)."""
+
+    def __init__(self, data: LaneData, highspy: Any) -> None:
+        self.data = data
+        self.hs = highspy
+        h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+        h.setOptionValue("threads", 1)
+        self.h = h
+        inf = highspy.kHighsInf
+        self.inf = inf
+        n, horizon = data.n, data.horizon
+        costs: list[float] = []
+        lower: list[float] = []
+        upper: list[float] = []
+        col_rows: list[list[tuple[int, float]]] = []
+        row_bounds: list[tuple[float, float]] = []
+
+        def new_row(lo: float, hi: float) -> int:
+            row_bounds.append((lo, hi))
+            return len(row_bounds) - 1
+
+        def new_col(cost: float, ub: float = inf) -> int:
+            costs.append(cost)
+            lower.append(0.0)
+            upper.append(ub)
+            col_rows.append([])
+            return len(costs) - 1
+
+        self.start_row = np.full((n, horizon + 1), -1, dtype=np.int64)
+        self.end_row = np.full((n, horizon + 1), -1, dtype=np.int64)
+        self.progress_row = np.zeros(n, dtype=np.int64)
+        for j in range(n):
+            simplex_start = new_row(1.0, 1.0)
+            simplex_end = new_row(1.0, 1.0)
+            g = float(data.num_gpus[j])
+            for s in range(int(data.release[j]), int(data.last_start[j]) + 1):
+                self.start_row[j, s] = row = new_row(0.0, 0.0)
+                c = new_col(0.0)
+                col_rows[c] += [(simplex_start, 1.0), (row, -g)]
+            first_end = int(data.release[j] + data.min_slots[j])
+            for e in range(first_end, int(data.last_end[j]) + 1):
+                self.end_row[j, e] = row = new_row(0.0, 0.0)
+                c = new_col(float(e))
+                col_rows[c] += [(simplex_end, 1.0), (row, -g)]
+            self.progress_row[j] = new_row(g * float(data.work[j]), inf)
+            if data.can_be_late[j]:
+                c = new_col(float(data.late_cost[j]), 1.0)
+                col_rows[c] += [(simplex_start, 1.0), (simplex_end, 1.0), (int(self.progress_row[j]), g * data.work[j])]
+        self.gpu_row = new_row(-inf, float(data.gpus))
+        # HiGHS wants the constraint matrix column-wise
+        starts: list[int] = []
+        indices: list[int] = []
+        values: list[float] = []
+        for rows in col_rows:
+            starts.append(len(indices))
+            for r, v in rows:
+                indices.append(r)
+                values.append(v)
+        h.addRows(
+            len(row_bounds),
+            np.array([b[0] for b in row_bounds]),
+            np.array([b[1] for b in row_bounds]),
+            0,
+            np.array([], dtype=np.int32),
+            np.array([], dtype=np.int32),
+            np.array([], dtype=float),
+        )
+        h.addCols(
+            len(costs),
+            np.array(costs),
+            np.array(lower),
+            np.array(upper),
+            len(indices),
+            np.array(starts, dtype=np.int32),
+            np.array(indices, dtype=np.int32),
+            np.array(values, dtype=float),
+        )
+        self.rows = len(row_bounds)
+        self.lanes: list[Lane] = []
+        self.keys: set[tuple[tuple[int, int, int], ...]] = set()
+
+    def add(self, lanes: list[Lane]) -> int:
+        added = 0
+        for lane in lanes:
+            key = lane.key()
+            if key in self.keys:
+                continue
+            coefficients: dict[int, float] = {int(self.gpu_row): 1.0}
+            for e in lane.entries:
+                for row, value in (
+                    (int(self.start_row[e.job, e.start]), 1.0),
+                    (int(self.end_row[e.job, e.end]), 1.0),
+                    (int(self.progress_row[e.job]), e.progress),
+                ):
+                    if row < 0:
+                        raise ValueError(f"lane entry outside job {e.job}'s window: {e}")
+                    coefficients[row] = coefficients.get(row, 0.0) + value
+            rows = np.array(list(coefficients), dtype=np.int32)
+            self.h.addCol(0.0, 0.0, self.inf, len(rows), rows, np.array(list(coefficients.values())))
+            self.keys.add(key)
+            self.lanes.append(lane)
+            added += 1
+        return added
+
+    def solve(self, time_limit: float) -> tuple[float, Duals, float] | None:
+        """The master's optimum, its duals (without the GPU row's) and the GPU row's dual ``ρ ≤ 0``."""
+        self.h.setOptionValue("time_limit", max(0.01, time_limit))
+        self.h.run()
+        if self.h.getModelStatus() != self.hs.HighsModelStatus.kOptimal:
+            return None
+        row_dual = np.asarray(self.h.getSolution().row_dual)
+        duals = Duals(
+            alpha=np.where(self.start_row >= 0, row_dual[np.maximum(self.start_row, 0)], 0.0),
+            beta=np.where(self.end_row >= 0, row_dual[np.maximum(self.end_row, 0)], 0.0),
+            eta=np.maximum(row_dual[self.progress_row], 0.0),
+        )
+        return self.h.getInfo().objective_function_value, duals, float(row_dual[self.gpu_row])
+
+    def lagrangian(self, duals: Duals, top: float) -> float:
+        """The Lagrangian bound at ``duals`` (any values, ``η ≥ 0``): linking and progress rows
+        dualized, each job's start/end simplex and ``Σλ ≤ #GPUs`` kept; ``top`` is the largest lane value
+        at these duals (:meth:`_LanePricing.price`)."""
+        data = self.data
+        total = float(np.sum(data.num_gpus * data.work * duals.eta)) + data.gpus * min(0.0, -top)
+        for j in range(data.n):
+            g = float(data.num_gpus[j])
+            starts = self.start_row[j] >= 0
+            ends = self.end_row[j] >= 0
+            slots = np.nonzero(ends)[0]
+            on_time = math.inf  # a job that cannot end by the cut is late
+            if starts.any() and ends.any():
+                on_time = g * float(duals.alpha[j][starts].min()) + float((slots + g * duals.beta[j][ends]).min())
+            if data.can_be_late[j]:
+                on_time = min(on_time, float(data.late_cost[j]) - g * float(data.work[j]) * float(duals.eta[j]))
+            total += on_time
+        return total
+
+    def lane_value(self, lane: Lane, duals: Duals) -> float:
+        """``Σ_rows dual · coefficient`` of a lane without the GPU row (its reduced cost is ``−ρ −`` this)."""
+        total = 0.0
+        for e in lane.entries:
+            total += duals.alpha[e.job, e.start] + duals.beta[e.job, e.end] + duals.eta[e.job] * e.progress
+        return float(total)
+
+
+# --- pricing -------------------------------------------------------------------------------------
+
+
+class _LanePricing:
+    """The lane DP (module docstring) for one set of duals.
+
+    ``value[j, S, E]``: what job ``j`` run in ``[S, E)`` alone is worth in a lane (its linking rows' and
+    progress row's duals); a shared slot costs ``pair_cost[i, k] = η_i(1 − σ_ik) + η_k(1 − σ_ki)``.
+    """
+
+    def __init__(self, data: LaneData) -> None:
+        self.data = data
+        n, horizon = data.n, data.horizon
+        slots = np.arange(horizon + 1)
+        self.length = slots[None, None, :] - slots[None, :, None]  # E − S
+        release = data.release[:, None, None]
+        self.valid_run = (
+            (slots[None, :, None] >= release)
+            & (slots[None, :, None] <= data.last_start[:, None, None])
+            & (slots[None, None, :] <= data.last_end[:, None, None])
+            & (self.length >= data.min_slots[:, None, None])
+            & (self.length <= data.max_slots[:, None, None])
+        )
+        self.start_ok = (slots[None, :] >= data.release[:, None]) & (slots[None, :] <= data.last_start[:, None])
+        self.max_run = int(data.max_slots.max()) if n else 0
+        self.n = n
+
+    def price(self, duals: Duals, want: int) -> tuple[float, list[Lane]]:
+        """The largest lane value (``max_c Σ dual·coef`` without the GPU row) and up to ``want`` lanes of
+        large value (the best one whose last job is each job, best first)."""
+        data = self.data
+        n = self.n
+        eta = duals.eta
+        value = duals.alpha[:, :, None] + duals.beta[:, None, :] + eta[:, None, None] * self.length
+        value = np.where(self.valid_run, value, NEG)
+        loss = 1.0 - data.sigma
+        pair_cost = np.where(data.shareable, eta[:, None] * loss + eta[None, :] * loss.T, np.inf)
+        self.value, self.pair_cost = value, pair_cost
+        run = self._forward(value, pair_cost)
+        ends_value, ends_arg = run
+        best = float(ends_value.max()) if n else 0.0
+        order = np.argsort(-ends_value)
+        lanes = []
+        for j in order[:want]:
+            if ends_value[j] <= REACHABLE:
+                break
+            start, end = ends_arg[j]
+            lanes.append(self._backtrack(int(j), int(start), int(end)))
+        return max(best, 0.0), lanes
+
+    def _forward(self, value: np.ndarray, pair_cost: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:
+        data = self.data
+        n, horizon = self.n, data.horizon
+        carry = np.full((n, horizon + 1, horizon + 1), NEG)
+        kind = np.zeros((n, horizon + 1, horizon + 1), dtype=np.int8)  # 1 alone, 2 nested, 3 handover, 4 start
+        back_a = np.zeros((n, horizon + 1, horizon + 1), dtype=np.int32)
+        back_b = np.zeros((n, horizon + 1, horizon + 1), dtype=np.int32)
+        idle = np.full(horizon + 1, NEG)
+        idle_end = np.full((horizon + 1, 2), -1, dtype=np.int64)  # (job, start) that ended at t, or -1 idle
+        idle[0] = 0.0
+        ends_value = np.full(n, NEG)
+        ends_arg: list[tuple[int, int]] = [(-1, -1)] * n
+        max_run = self.max_run
+        nested_min_t = data.nested_min.T  # [i, k]: k nested in i
+        work = data.work
+        one_minus = 1.0 - data.sigma
+        jobs = np.arange(n)
+        for t in range(horizon + 1):
+            lo = max(0, t - max_run)
+            width = t - lo + 1
+            # jobs ending at t: the GPU is free from t
+            if t > 0 and idle[t - 1] > idle[t]:
+                idle[t] = idle[t - 1]
+                idle_end[t] = (-1, -1)
+            ending = carry[:, lo : t + 1, t] + value[:, lo : t + 1, t]
+            flat = int(np.argmax(ending))
+            j_end, s_end = divmod(flat, width)
+            if ending[j_end, s_end] > idle[t] and ending[j_end, s_end] > REACHABLE:
+                idle[t] = ending[j_end, s_end]
+                idle_end[t] = (j_end, lo + s_end)
+            per_job = ending.max(axis=1)
+            better = per_job > ends_value
+            if better.any():
+                args = ending.argmax(axis=1)
+                for j in np.nonzero(better)[0]:
+                    ends_value[j] = per_job[j]
+                    ends_arg[j] = (lo + int(args[j]), t)
+            # jobs starting at t on a free GPU
+            if idle[t] > REACHABLE:
+                starting = self.start_ok[:, t] & (idle[t] > carry[:, t, t])
+                carry[starting, t, t] = idle[t]
+                kind[starting, t, t] = 4
+            if t == horizon:
+                break
+            current = carry[:, lo : t + 1, t]  # (n, width): job i started at lo + s, alone at t
+            starts = np.arange(lo, t + 1)
+            alive = (current > REACHABLE) & ((t - starts)[None, :] <= data.max_slots[:, None])
+            if not alive.any():
+                if idle[t] > idle[t + 1]:
+                    idle[t + 1] = idle[t]
+                    idle_end[t + 1] = (-1, -1)
+                continue
+            current = np.where(alive, current, NEG)
+            # one more slot alone
+            nxt = carry[:, lo : t + 1, t + 1]
+            step = current > nxt
+            nxt[step] = current[step]
+            kind[:, lo : t + 1, t + 1][step] = 1
+            ends = np.arange(t + 1, horizon + 1)
+            duration = ends - t  # (L,)
+            # nested: k starts at t and ends at E while i runs on (k shared its whole run)
+            gain = value[None, :, t, t + 1 :] - pair_cost[:, :, None] * duration[None, None, :]  # [i, k, E]
+            gain = np.where(duration[None, None, :] >= nested_min_t[:, :, None], gain, NEG)
+            best_k = gain.argmax(axis=1)  # (n, L)
+            nested = np.take_along_axis(gain, best_k[:, None, :], axis=1)[:, 0, :]
+            ai, a_s = np.nonzero(alive)
+            if ai.size:
+                cand = current[ai, a_s][:, None] + nested[ai, :]  # (active, L)
+                run_ok = (ends[None, :] - starts[a_s][:, None]) <= data.max_slots[ai][:, None]
+                cand = np.where(run_ok, cand, NEG)
+                target = carry[ai, lo + a_s, t + 1 :]
+                improve = cand > target
+                if improve.any():
+                    rows, cols = np.nonzero(improve)
+                    carry[ai[rows], lo + a_s[rows], t + 1 + cols] = cand[rows, cols]
+                    kind[ai[rows], lo + a_s[rows], t + 1 + cols] = 2
+                    back_a[ai[rows], lo + a_s[rows], t + 1 + cols] = t
+                    back_b[ai[rows], lo + a_s[rows], t + 1 + cols] = best_k[ai[rows], cols]
+            # handover: k starts at t; i ends at E while k runs on
+            base = current[:, :, None] + value[:, lo : t + 1, t + 1 :]  # [i, s, E]
+            prefix = np.maximum.accumulate(base, axis=1)
+            where = np.where(base >= prefix, np.arange(width)[None, :, None], -1)
+            prefix_arg = np.maximum.accumulate(where, axis=1)
+            # i's progress with the overlap [t, E): (E − S) − (1 − σ_ik)(E − t) ≥ w_i ⇔ S ≤ threshold
+            threshold = np.floor(
+                ends[None, None, :] - work[:, None, None] - one_minus[:, :, None] * duration[None, None, :] + 1e-9
+            ).astype(np.int64)  # [i, k, E]
+            index = np.clip(threshold - lo, -1, width - 1)
+            safe = np.maximum(index, 0)
+            ii = jobs[:, None, None]
+            ee = np.arange(len(ends))[None, None, :]
+            reach = np.where(index >= 0, prefix[ii, safe, ee], NEG)  # [i, k, E]
+            reach_s = prefix_arg[ii, safe, ee]
+            hand = reach - pair_cost[:, :, None] * duration[None, None, :]
+            hand = np.where(data.shareable[:, :, None], hand, NEG)
+            best_i = hand.argmax(axis=0)  # [k, E]
+            handed = np.take_along_axis(hand, best_i[None, :, :], axis=0)[0]  # [k, E]
+            handed = np.where(self.start_ok[:, t][:, None], handed, NEG)
+            target = carry[:, t, t + 1 :]
+            improve = handed > target
+            if improve.any():
+                ks, cols = np.nonzero(improve)
+                carry[ks, t, t + 1 + cols] = handed[ks, cols]
+                kind[ks, t, t + 1 + cols] = 3
+                prev = best_i[ks, cols]
+                back_a[ks, t, t + 1 + cols] = prev
+                back_b[ks, t, t + 1 + cols] = lo + reach_s[prev, ks, cols]
+            if idle[t] > idle[t + 1]:
+                idle[t + 1] = idle[t]
+                idle_end[t + 1] = (-1, -1)
+        self.carry, self.kind, self.back_a, self.back_b = carry, kind, back_a, back_b
+        self.idle, self.idle_end = idle, idle_end
+        return ends_value, ends_arg
+
+    def _backtrack(self, job: int, start: int, end: int) -> Lane:
+        """The lane whose last job ``job`` runs in ``[start, end)`` (then the GPU idles)."""
+        runs: list[tuple[int, int, int]] = []  # (job, start, end)
+        overlaps: list[dict[int, float]] = []
+
+        def add(j: int, s: int, e: int) -> int:
+            runs.append((j, s, e))
+            overlaps.append({})
+            return len(runs) - 1
+
+        def share(a: int, b: int, slots: int) -> None:
+            ja, jb = runs[a][0], runs[b][0]
+            overlaps[a][jb] = overlaps[a].get(jb, 0.0) + slots
+            overlaps[b][ja] = overlaps[b].get(ja, 0.0) + slots
+
+        current = add(job, start, end)
+        i, s, t = job, start, end
+        guard = 0
+        while True:
+            guard += 1
+            if guard > 10 * (self.data.horizon + 2) * (self.n + 1):
+                raise RuntimeError("lane backtracking did not end")
+            k = int(self.kind[i, s, t])
+            if k == 1:
+                t -= 1
+            elif k == 2:
+                t0 = int(self.back_a[i, s, t])
+                partner = int(self.back_b[i, s, t])
+                other = add(partner, t0, t)
+                share(current, other, t - t0)
+                t = t0
+            elif k == 3:
+                previous, previous_start = int(self.back_a[i, s, t]), int(self.back_b[i, s, t])
+                # i started at s by taking over from `previous`, which ended at t
+                other = add(previous, previous_start, t)
+                share(current, other, t - s)
+                current, i, s, t = other, previous, previous_start, s
+            elif k == 4:
+                # i started at s on a free GPU: walk back over idle slots to the job that ended last
+                t = s
+                while t > 0 and int(self.idle_end[t][0]) < 0:
+                    t -= 1
+                if t == 0:
+                    break
+                i, s = (int(v) for v in self.idle_end[t])
+                current = add(i, s, t)
+            else:
+                raise RuntimeError(f"lane backtracking reached an unset state ({i}, {s}, {t})")
+        entries = tuple(
+            LaneEntry(j, s0, e0, self.data.progress(j, s0, e0, ov))
+            for (j, s0, e0), ov in zip(runs, overlaps, strict=True)
+        )
+        return Lane(entries)
+
+
+# --- the column generation ----------------------------------------------------------------------
+
+
+def lane_bound_applies(problem: SlottedProblem, max_states: int = DEFAULT_MAX_LANE_STATES) -> bool:
+    """Whether :func:`lane_bound` would run (total JCT, two jobs per GPU, an upper bound, DP in size)."""
+    return _skip_reason(problem, default_cut(problem), max_states) is None
+
+
+def _skip_reason(problem: SlottedProblem, cut: int, max_states: int) -> str | None:
+    if problem.objective != "jct" or problem.capacity != 2:
+        return "total JCT with two jobs per GPU only"
+    if problem.upper_bound is None:
+        return "needs an upper-bound solution"
+    if problem.num_jobs * (cut + 1) ** 2 > max_states:
+        return f"{problem.num_jobs} jobs x {cut + 1}^2 slots exceed {max_states} DP states"
+    return None
+
+
+def lane_bound(
+    problem: SlottedProblem,
+    *,
+    time_limit: float = 60.0,
+    cut: int | None = None,
+    max_rounds: int = 10_000,
+    columns_per_round: int | None = None,
+    cancel: threading.Event | None = None,
+    on_bound: Callable[[LaneBound], bool] | None = None,
+    max_states: int = DEFAULT_MAX_LANE_STATES,
+    smoothing: float = DEFAULT_SMOOTHING,
+) -> LaneBound:
+    """Lower bound on ``Σ_j E_j`` (slots) by column generation over lanes (module docstring).
+
+    Parameters
+    ----------
+    problem
+        A slotted problem with an upper-bound solution (its lanes start the master; its windows bound
+        every job's start and end).
+    time_limit
+        Wall seconds; the best Lagrangian bound so far is returned when they run out.
+    cut
+        Lanes end at this slot (default :func:`formulation.relaxation.default_cut`); a job may end past
+        it at cost ``max(cut + 1, r_j + d_j)``.
+    max_rounds, columns_per_round
+        Pricing rounds at most; lanes added per round (default: the number of jobs).
+    cancel
+        Set to stop at the next round.
+    on_bound
+        Called with each improved proven bound; returning ``False`` stops the generation.
+    max_states
+        Skip (status ``skipped``) when the DP would have more cells than this.
+    """
+    began = time.perf_counter()
+    deadline = began + time_limit
+    if problem.upper_bound is None:
+        return LaneBound(math.nan, "skipped: needs an upper-bound solution")
+    cut = default_cut(problem) if cut is None else max(1, min(cut, problem.horizon))
+    reason = _skip_reason(problem, cut, max_states)
+    if reason is not None:
+        return LaneBound(math.nan, f"skipped: {reason}")
+    import highspy
+
+    data = LaneData.from_problem(problem, cut)
+    master = _Master(data, highspy)
+    master.add(lanes_of_solution(problem, data))
+    master.add(single_job_lanes(data))
+    pricing = _LanePricing(data)
+    want = columns_per_round or max(1, data.n)
+    best = -math.inf
+    center: Duals | None = None
+    history: list[tuple[float, float, float]] = []
+    pricing_time = master_time = 0.0
+    status = "max_rounds"
+    master_value = math.nan
+    rounds = 0
+    while rounds < max_rounds:
+        if cancel is not None and cancel.is_set():
+            status = "cancelled"
+            break
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            status = "time_limit"
+            break
+        tick = time.perf_counter()
+        solved = master.solve(left)
+        master_time += time.perf_counter() - tick
+        if solved is None:
+            status = "time_limit" if time.perf_counter() >= deadline else "failed: the master LP did not solve"
+            break
+        master_value, duals, rho = solved
+        rounds += 1
+        # Wentges smoothing: price at a point between the best-bound duals and the master's; when that
+        # finds nothing for the master (a mispricing), price at the master's own duals
+        entering: list[Lane] = []
+        weight = smoothing if center is not None else 0.0
+        while True:
+            point = center.mix(duals, weight) if center is not None and weight > 0 else duals
+            tick = time.perf_counter()
+            top, lanes = pricing.price(point, want)
+            pricing_time += time.perf_counter() - tick
+            bound = master.lagrangian(point, top)
+            if bound > best:
+                best, center = bound, point
+                if on_bound is not None and not on_bound(_result(best, "running", master_value, rounds, master, began)):
+                    status = "stopped"
+            entering = [lane for lane in lanes if -rho - master.lane_value(lane, duals) < -PRICING_TOLERANCE]
+            if entering or weight == 0.0 or status == "stopped":
+                break
+            weight = 0.0
+        history.append((time.perf_counter() - began, master_value, best))
+        if status == "stopped":
+            break
+        if best >= master_value - PRICING_TOLERANCE * max(1.0, abs(master_value)):
+            status = "optimal"
+            break
+        if not entering:
+            status = "optimal"  # priced at the master's duals: no lane has a negative reduced cost
+            best = max(best, master_value)
+            break
+        if not master.add(entering):
+            status = "failed: pricing found no new lane with a negative reduced cost"
+            break
+    value = best if math.isfinite(best) else math.nan
+    return LaneBound(
+        value=value,
+        status=status,
+        master_value=master_value,
+        rounds=rounds,
+        columns=len(master.lanes),
+        seconds=time.perf_counter() - began,
+        pricing_seconds=pricing_time,
+        master_seconds=master_time,
+        horizon=cut,
+        history=tuple(history),
+    )
+
+
+def _result(value: float, status: str, master_value: float, rounds: int, master: _Master, began: float) -> LaneBound:
+    return LaneBound(
+        value=value,
+        status=status,
+        master_value=master_value,
+        rounds=rounds,
+        columns=len(master.lanes),
+        seconds=time.perf_counter() - began,
+        horizon=master.data.horizon,
+    )

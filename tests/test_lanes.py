@@ -1,0 +1,230 @@
+"""The lane (Dantzig-Wolfe) relaxation: its pricing covers every real lane, its bound stays below
+proven optima, and it knows which jobs share a GPU."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from benchmarks import bound_comparison
+from formulation.cluster import Cluster
+from formulation.discretize import choose_slot, discretize
+from formulation.generator import generate_instance
+from formulation.instance import Instance, Job
+from formulation.interference import TableInterference
+from formulation.io import load_instance
+from formulation.lanes import (
+    Duals,
+    Lane,
+    LaneData,
+    LaneEntry,
+    _LanePricing,
+    lane_bound,
+    lanes_of_solution,
+    single_job_lanes,
+)
+from formulation.paths import shared_data_dir
+from formulation.speed import Profile
+from heuristics.simulator import simulate
+from solvers import SolveStatus, solve
+from solvers.warmstart import warm_start
+
+
+def one_pair_and_a_loner() -> Instance:
+    """One GPU; a and b share at no cost (ξ = 1 both ways), c may share with nobody; 10 s each."""
+    profiles = {name: Profile(name, compute_alpha=1.0, memory_base_gib=1.0) for name in ("ab", "c")}
+    jobs = (Job("a", 0.0, 1, 10, 1, "ab"), Job("b", 0.0, 1, 10, 1, "ab"), Job("c", 0.0, 1, 10, 1, "c"))
+    return Instance(Cluster(1, 1, 16.0), jobs, profiles, TableInterference({("ab", "ab"): 1.0}))
+
+
+def test_lane_bound_is_exact_on_a_pair_and_a_loner() -> None:
+    # a and b together in [0, 10), then c: 10 + 10 + 20 = 40 slots
+    problem = discretize(one_pair_and_a_loner(), slot=1.0)
+    problem = problem.with_upper_bound(warm_start(problem))
+    bound = lane_bound(problem, time_limit=30)
+    assert bound.status == "optimal"
+    assert 40.0 - 1e-6 <= bound.value <= 40.0 + 1e-6
+
+
+def _random_duals(data: LaneData, rng: np.random.Generator) -> Duals:
+    shape = (data.n, data.horizon + 1)
+    return Duals(rng.normal(0, 3, shape), rng.normal(0, 3, shape), rng.uniform(0, 2, data.n))
+
+
+def _real_lanes(data: LaneData, jobs: list[int]) -> list[Lane]:
+    """Every lane of one GPU holding ``jobs`` (each at most once, two at a time at most), with exact
+    lane-local progress: a brute force over starts and ends."""
+    lanes: list[Lane] = []
+    runs = {
+        j: [
+            (s, e)
+            for s in range(int(data.release[j]), int(data.last_start[j]) + 1)
+            for e in range(s + int(data.min_slots[j]), min(s + int(data.max_slots[j]), int(data.last_end[j])) + 1)
+        ]
+        for j in jobs
+    }
+    for size in range(1, len(jobs) + 1):
+        for subset in itertools.combinations(jobs, size):
+            for choice in itertools.product(*(runs[j] for j in subset)):
+                placed = list(zip(subset, choice, strict=True))
+                if any(sum(1 for _, (s, e) in placed if s <= t < e) > 2 for t in range(data.horizon)):  # capacity two
+                    continue
+                entries = []
+                ok = True
+                for j, (s, e) in placed:
+                    overlaps = {}
+                    for k, (s2, e2) in placed:
+                        if k != j and min(e, e2) > max(s, s2):
+                            if not data.shareable[j, k]:
+                                ok = False
+                            overlaps[k] = float(min(e, e2) - max(s, s2))
+                    progress = data.progress(j, s, e, overlaps)
+                    if progress < data.work[j] - 1e-9:
+                        ok = False
+                    entries.append(LaneEntry(j, s, e, progress))
+                if ok:
+                    lanes.append(Lane(tuple(entries)))
+    return lanes
+
+
+def _value(lane: Lane, duals: Duals) -> float:
+    return sum(
+        duals.alpha[e.job, e.start] + duals.beta[e.job, e.end] + duals.eta[e.job] * e.progress for e in lane.entries
+    )
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_pricing_dominates_every_real_lane_and_its_lanes_are_worth_what_it_says(seed: int) -> None:
+    # three one-GPU jobs of a few slots on one GPU: every real lane, enumerated, is worth no more than
+    # the DP's optimum (the DP prices a superset); the lane it returns is worth exactly that
+    instance = generate_instance(3, 1, 1, seed, duration_range=(60, 240), memory_pressure=0.0)
+    problem = discretize(instance, slot=60.0)
+    problem = problem.with_upper_bound(warm_start(problem))
+    data = LaneData.from_problem(problem, min(problem.horizon, 9))
+    pricing = _LanePricing(data)
+    real = _real_lanes(data, list(range(data.n)))
+    assert any(len(lane.entries) == 3 for lane in real)
+    assert any(e.progress < e.end - e.start for lane in real for e in lane.entries)  # some lanes share
+    rng = np.random.default_rng(seed)
+    for _ in range(25):
+        duals = _random_duals(data, rng)
+        top, lanes = pricing.price(duals, data.n)
+        best_real = max(_value(lane, duals) for lane in real)
+        assert top >= best_real - 1e-7
+        if lanes:
+            assert _value(lanes[0], duals) == pytest.approx(top, abs=1e-7)
+            for lane in lanes:
+                for e in lane.entries:  # a lane the DP returns keeps every partner's exact check
+                    assert data.min_slots[e.job] <= e.end - e.start <= data.max_slots[e.job]
+
+
+@pytest.mark.parametrize("policy", ["sjf-bsbf", "fifo"])
+def test_every_lane_of_a_real_schedule_is_a_column(policy: str) -> None:
+    # a gang's lanes each see only their own partner: their progress is at least the job's work
+    instance = generate_instance(16, 1, 8, 3)
+    problem = discretize(instance, slot=choose_slot(instance, 60))
+    schedule = simulate(instance, policy, slot=problem.slot).schedule
+    problem = problem.with_upper_bound(schedule)
+    data = LaneData.from_problem(problem, problem.horizon)
+    lanes = lanes_of_solution(problem, data)
+    assert len(lanes) == 8 and any(len(lane.entries) > 2 for lane in lanes)
+    shared = 0
+    for lane in lanes:
+        for e in lane.entries:
+            assert e.progress >= data.work[e.job] - 1e-9
+            shared += e.progress < e.end - e.start
+    assert sum(len(lane.entries) for lane in lanes) == sum(job.num_gpus for job in instance.jobs)
+    assert all(len(lane.entries) == 1 for lane in single_job_lanes(data))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_lane_bound_never_exceeds_a_proven_optimum(seed: int) -> None:
+    # contended: 7 jobs on 4 GPUs, gangs, memory forbidding some pairs; about 40 slots
+    instance = generate_instance(7, 1, 4, seed, memory_pressure=0.6)
+    result = solve(instance, "cpsat", time_limit=30, slot=choose_slot(instance, 40))
+    assert result.status is SolveStatus.OPTIMAL
+    optimum = result.stats["objective_slots"]
+    problem = discretize(instance, slot=result.stats["problem"]["slot_seconds"]).with_upper_bound(result.schedule)
+    full = lane_bound(problem, time_limit=60)
+    assert full.status == "optimal" and full.value <= optimum + 1e-6
+    # the Lagrangian bound of the first round, a short cut, and plain column generation: all valid
+    for candidate in (
+        lane_bound(problem, max_rounds=1),
+        lane_bound(problem, cut=max(1, problem.horizon // 3)),
+        lane_bound(problem, smoothing=0.0),
+    ):
+        assert candidate.proven and candidate.value <= optimum + 1e-6
+    assert lane_bound(problem, smoothing=0.0).value == pytest.approx(full.value, abs=1e-4)
+    assert any(job.num_gpus > 1 for job in instance.jobs)
+
+
+@pytest.mark.parametrize("name", ["coarse_n8_M4_s1", "coarse_n10_M4_s2", "coarse_n12_M4_s3"])
+def test_lane_bound_below_the_optimum_of_the_coarse_instances(name: str) -> None:
+    path = shared_data_dir() / "oracle-coarse" / f"{name}.json"
+    if not path.exists():
+        pytest.skip(f"{path} not present")
+    instance = load_instance(path)
+    result = solve(instance, "cpsat", time_limit=30, slot=60.0, units_per_slot=100)
+    assert result.status is SolveStatus.OPTIMAL
+    problem = discretize(instance, slot=60.0, units_per_slot=100).with_upper_bound(result.schedule)
+    bound = lane_bound(problem, time_limit=60)
+    assert bound.status == "optimal"
+    assert bound.value <= result.stats["objective_slots"] + 1e-6
+    assert bound.value >= 0.8 * result.stats["objective_slots"]
+
+
+def test_lane_bound_stops_on_time_and_when_cancelled() -> None:
+    instance = generate_instance(16, 1, 8, 0)
+    problem = discretize(instance)
+    problem = problem.with_upper_bound(warm_start(problem))
+    stopped = lane_bound(problem, time_limit=1.0)
+    assert stopped.status == "time_limit" and stopped.seconds < 3.0
+    assert stopped.value <= (problem.upper_bound_value or math.inf)
+    cancel = threading.Event()
+    cancel.set()
+    assert lane_bound(problem, cancel=cancel).status == "cancelled"
+
+
+def test_lane_bound_skips_what_it_does_not_cover() -> None:
+    instance = generate_instance(5, 1, 2, 0)
+    makespan = discretize(instance, objective="makespan")
+    assert lane_bound(makespan.with_upper_bound(warm_start(makespan))).status.startswith("skipped")
+    problem = discretize(instance)
+    problem = problem.with_upper_bound(warm_start(problem))
+    assert lane_bound(problem, max_states=10).status.startswith("skipped")
+
+
+def test_bound_comparison_benchmark_writes_both_relaxations(tmp_path: Path) -> None:
+    # the benchmark's smoke version: both relaxations on two small instances, below the upper bound
+    output = tmp_path / "bounds.csv"
+    code = bound_comparison.main(
+        [
+            "--jobs",
+            "6",
+            "--gpus",
+            "4",
+            "--gpus-per-node",
+            "4",
+            "--seeds",
+            "2",
+            "--time-limit",
+            "20",
+            "--output",
+            str(output),
+        ]
+    )
+    assert code == 0
+    frame = pd.read_csv(output)
+    assert sorted(frame["method"].unique()) == ["coupled", "lanes"]
+    assert len(frame) == 4
+    assert (frame["bound_slots"] <= frame["ub_slots"] + 1e-6).all()
+    assert (frame["bound_slots"] > 0).all()
+    summary = bound_comparison.summarize(frame)
+    assert summary["wins"].sum() >= 2  # each instance has a better (or tied) method
+    assert bound_comparison.main(["--jobs", "0"]) == 2
