@@ -7,10 +7,13 @@ upper-bound solution (the slotted greedy's warm start, whose schedule also gives
     python -m benchmarks.bound_comparison --jobs 12 16 24 --gpus 8 --seeds 3 --time-limit 60 \\
         --output results/bounds.csv
 
-Columns: ``jobs, gpus, seed, slot, horizon, ub_slots, method, bound_slots, status, seconds, rounds,
-columns, gap_to_ub`` (``(ub − bound)/ub``) and ``peak_rss_mib`` (the process's peak resident memory
-after the method ran: a ceiling, since it never goes down). At the end a table per size: each method's
-median bound relative to the better of the two on the same instance, and how often each is the larger.
+``--arrivals poisson`` takes the family's Poisson arrivals at load 1.
+
+Columns: ``jobs, gpus, arrivals, last_release`` (the latest release slot), ``seed, slot, horizon,
+ub_slots, method, bound_slots, status, seconds, rounds, columns, gap_to_ub`` (``(ub − bound)/ub``)
+and ``peak_rss_mib`` (the process's peak resident memory after the method ran: a ceiling, since it
+never goes down). At the end a table per size: each method's median bound relative to the better of
+the two on the same instance, and how often each is the larger.
 Run it alone on the machine: timings are wall-clock.
 """
 
@@ -49,12 +52,19 @@ def compare(
     target_slots: int | None = None,
     methods: Sequence[str] = METHODS,
     progress: bool = True,
+    arrivals: str = "zero",
 ) -> pd.DataFrame:
     """Solve both relaxations on every instance; one row per (instance, method)."""
     rows: list[dict[str, Any]] = []
     for n in jobs:
         for seed in seeds:
-            instance = generate_instance(n, max(1, gpus // gpus_per_node), gpus_per_node, seed)
+            instance = generate_instance(
+                n,
+                max(1, gpus // gpus_per_node),
+                gpus_per_node,
+                seed,
+                arrivals="poisson" if arrivals == "poisson" else "zero",
+            )
             slot = choose_slot(instance, target_slots) if target_slots else None
             base = discretize(instance, slot)
             problem = base.with_upper_bound(warm_start(base))
@@ -70,6 +80,8 @@ def compare(
                 row = {
                     "jobs": n,
                     "gpus": gpus,
+                    "arrivals": arrivals,
+                    "last_release": max(job.release for job in problem.jobs),
                     "seed": seed,
                     "slot": problem.slot,
                     "horizon": problem.horizon,
@@ -124,6 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--target-slots", type=int, default=None)
+    parser.add_argument("--arrivals", choices=["zero", "poisson"], default="zero")
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -131,7 +144,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("error: --time-limit, --seeds, --jobs and --gpus must be positive", file=sys.stderr)
         return 2
     seeds = range(args.first_seed, args.first_seed + args.seeds)
-    frame = compare(args.jobs, args.gpus, args.gpus_per_node, seeds, args.time_limit, args.target_slots, args.methods)
+    frame = compare(
+        args.jobs,
+        args.gpus,
+        args.gpus_per_node,
+        seeds,
+        args.time_limit,
+        args.target_slots,
+        args.methods,
+        arrivals=args.arrivals,
+    )
     if args.output is not None:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         frame.to_csv(args.output, index=False)

@@ -68,6 +68,9 @@ COLUMNS = [
     "coupled_bound_seconds",
     "coupled_bound_window",
     "coupled_bound_rounds",
+    "lane_bound",
+    "lane_bound_status",
+    "lane_bound_rounds",
     "build_seconds",
     "solve_seconds",
     "wall_seconds",
@@ -129,6 +132,7 @@ def run_one(
     slot: float | None = None,
     target_slots: int | None = None,
     objective: str = "jct",
+    lane_bound: bool = True,
 ) -> dict[str, Any]:
     """Solve one instance of the family; a row of the CSV.
 
@@ -151,6 +155,8 @@ def run_one(
         many slots over the estimated makespan.
     objective
         ``"jct"`` or ``"makespan"``.
+    lane_bound
+        Let :func:`solvers.solve` run the lane relaxation too.
 
     Returns
     -------
@@ -168,12 +174,14 @@ def run_one(
         slot=slot,
         objective=objective,
         options={"threads": threads, "num_workers": threads},
+        lane_bound=lane_bound,
     )
     wall = time.perf_counter() - began
     problem = result.stats.get("problem", {})
     model = result.stats.get("model", {})
     sizes = {**model, **result.stats.get("backend", {})}
     coupled = result.stats.get("coupled_bound") or {}
+    lanes = result.stats.get("lane_bound") or {}
     valid = None if result.schedule is None else validate(instance, result.schedule, slotted=True).ok
     return {
         "solver": solver,
@@ -193,6 +201,9 @@ def run_one(
         "coupled_bound_seconds": coupled.get("seconds", math.nan),
         "coupled_bound_window": coupled.get("window_slots", math.nan),
         "coupled_bound_rounds": coupled.get("rounds", math.nan),
+        "lane_bound": math.nan if lanes.get("bound_seconds") is None else lanes["bound_seconds"],
+        "lane_bound_status": lanes.get("status", "off"),
+        "lane_bound_rounds": lanes.get("rounds", math.nan),
         "build_seconds": round(result.build_seconds, 3),
         "solve_seconds": round(result.solve_seconds, 3),
         "wall_seconds": round(wall, 3),
@@ -223,6 +234,7 @@ def run_scaling(
     slot: float | None = None,
     target_slots: int | None = None,
     objective: str = "jct",
+    lane_bound: bool = True,
     stop_after_unproven: bool = False,
     output: Path | None = None,
     echo: bool = True,
@@ -237,7 +249,7 @@ def run_scaling(
         ``(nodes, gpus_per_node)`` pairs.
     seeds
         Instance seeds.
-    solver, time_limit, arrivals, threads, slot, target_slots, objective
+    solver, time_limit, arrivals, threads, slot, target_slots, objective, lane_bound
         As for :func:`run_one`.
     stop_after_unproven
         After a size at which no seed was proven optimal, skip that shape's sizes at least as large.
@@ -273,6 +285,7 @@ def run_scaling(
                     slot=slot,
                     target_slots=target_slots,
                     objective=objective,
+                    lane_bound=lane_bound,
                 )
                 batch.append(row)
                 rows.append(row)
@@ -447,6 +460,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--objective", choices=["jct", "makespan"], default="jct")
     parser.add_argument("--slot", type=float, default=None, help="slot length (default: chosen per instance)")
     parser.add_argument(
+        "--no-lane-bound",
+        dest="lane_bound",
+        action="store_false",
+        help="do not run the lane relaxation beside the solver (to measure what it adds)",
+    )
+    parser.add_argument(
         "--target-slots", type=int, default=None, help="slot chosen for about this many slots over the makespan"
     )
     parser.add_argument(
@@ -547,6 +566,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         slot=args.slot,
         target_slots=args.target_slots,
         objective=args.objective,
+        lane_bound=args.lane_bound,
         stop_after_unproven=args.stop_after_unproven,
         output=output,
     )

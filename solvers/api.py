@@ -52,7 +52,7 @@ from formulation.discretize import (
 from formulation.errors import DuettoInputError, InfeasibleInstanceError
 from formulation.instance import Instance
 from formulation.interference import TableInterference
-from formulation.lanes import LaneBound, lane_bound_applies
+from formulation.lanes import LaneBound, expected_lane_seconds, lane_skip_reason
 from formulation.lanes import lane_bound as solve_lane_bound
 from formulation.relaxation import RelaxationBound, refined_coupled_bound
 from formulation.schedule import Schedule
@@ -460,8 +460,10 @@ def solve(
     lane_bound
         On the same thread, also solve the lane relaxation by column generation
         (:func:`formulation.lanes.lane_bound`: one column per GPU's sequence of jobs; total JCT with
-        two jobs per GPU). With ``coupled_bound`` the coupled LP gets the first
-        :data:`COUPLED_SHARE` of the time and the lanes the rest; the larger bound is reported.
+        two jobs per GPU), where its column generation is expected to converge in the time
+        (:func:`formulation.lanes.expected_lane_seconds` × :data:`CONTENTION`). With ``coupled_bound``
+        the coupled LP then gets at most :data:`COUPLED_SHARE` of the time and the lanes what it
+        leaves, if that still suffices; the larger bound is reported.
     export_model
         Write the Pyomo model of the same problem to this ``.mps`` / ``.lp`` file before solving.
     horizon_slots
@@ -813,6 +815,9 @@ def _proven_optimal(tracker: _Tracker) -> bool:
 
 COUPLED_SHARE = 0.5
 """With both relaxations on, the share of the bound thread's time the coupled LP gets before the lanes."""
+CONTENTION = 1.5
+"""How much slower the lane relaxation runs beside the solver (two cores: at 16 jobs 14-19 s alone,
+converged within about 30 s beside CP-SAT)."""
 
 
 class _CoupledBound:
@@ -835,7 +840,18 @@ class _CoupledBound:
         self.tracker = tracker
         self.problem = problem
         self.coupled = coupled
-        self.lanes = lanes and lane_bound_applies(problem)
+        # the lanes run only where their column generation is expected to end in their share of the
+        # time: at 24 jobs on 8 GPUs in a minute it would not, and would only take time from the LP
+        # the lanes run only where their column generation is expected to converge: at 24 jobs on 8
+        # GPUs in a minute it would not, and would only take time from the coupled LP
+        self.lanes_skipped: str | None = None
+        self.lane_seconds = 0.0
+        if lanes:
+            self.lanes_skipped = lane_skip_reason(problem)
+            self.lane_seconds = CONTENTION * expected_lane_seconds(problem) if self.lanes_skipped is None else 0.0
+            if self.lanes_skipped is None and self.lane_seconds > deadline - time.time():
+                self.lanes_skipped = "not expected to converge in the time limit"
+        self.lanes = lanes and self.lanes_skipped is None
         self.cancel = threading.Event()
         self.thread = threading.Thread(target=self._run, args=(problem, deadline), name="coupled-bound", daemon=True)
         self.thread.start()
@@ -855,6 +871,9 @@ class _CoupledBound:
             else:
                 self.outcome = outcome
         if not self.lanes or self.cancel.is_set() or _proven_optimal(self.tracker) or time.time() >= deadline:
+            return
+        if self.lane_seconds > deadline - time.time():  # the coupled LP used what the lanes needed
+            self.lanes, self.lanes_skipped = False, "not expected to converge in the time left after the coupled LP"
             return
         try:
             self.lane_outcome = solve_lane_bound(
@@ -886,12 +905,20 @@ class _CoupledBound:
         self.thread.join(max(0.0, hard_deadline - time.time()))
         if self.coupled:
             self._record_coupled()
-        if self.lanes:
+        if self.lanes_skipped is not None:
+            self.tracker.lanes = {"status": f"skipped: {self.lanes_skipped}"}
+        elif self.lanes:
             lanes = self.lane_outcome or self.lane_offered
             if self.lane_error is not None:
                 self.tracker.lanes = {"status": f"failed: {self.lane_error}"}
             elif lanes is None:
-                self.tracker.lanes = {"status": "not run" if not self.thread.is_alive() else "time_limit"}
+                if self.thread.is_alive():
+                    status = "time_limit"
+                elif _proven_optimal(self.tracker):
+                    status = "not run: the solve was proven optimal first"
+                else:
+                    status = "not run"
+                self.tracker.lanes = {"status": status}
             else:
                 summary = lanes.summary()
                 summary["bound_seconds"] = (

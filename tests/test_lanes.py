@@ -25,6 +25,7 @@ from formulation.lanes import (
     LaneData,
     LaneEntry,
     _LanePricing,
+    _ProgressPricing,
     lane_bound,
     lanes_of_solution,
     single_job_lanes,
@@ -99,15 +100,16 @@ def _value(lane: Lane, duals: Duals) -> float:
     )
 
 
+@pytest.mark.parametrize("pricer", ["fast", "progress"])
 @pytest.mark.parametrize("seed", range(4))
-def test_pricing_dominates_every_real_lane_and_its_lanes_are_worth_what_it_says(seed: int) -> None:
+def test_pricing_dominates_every_real_lane_and_its_lanes_are_worth_what_it_says(seed: int, pricer: str) -> None:
     # three one-GPU jobs of a few slots on one GPU: every real lane, enumerated, is worth no more than
     # the DP's optimum (the DP prices a superset); the lane it returns is worth exactly that
     instance = generate_instance(3, 1, 1, seed, duration_range=(60, 240), memory_pressure=0.0)
     problem = discretize(instance, slot=60.0)
     problem = problem.with_upper_bound(warm_start(problem))
     data = LaneData.from_problem(problem, min(problem.horizon, 9))
-    pricing = _LanePricing(data)
+    pricing = _LanePricing(data) if pricer == "fast" else _ProgressPricing(data, grid=4)
     real = _real_lanes(data, list(range(data.n)))
     assert any(len(lane.entries) == 3 for lane in real)
     assert any(e.progress < e.end - e.start for lane in real for e in lane.entries)  # some lanes share
@@ -121,7 +123,12 @@ def test_pricing_dominates_every_real_lane_and_its_lanes_are_worth_what_it_says(
             assert _value(lanes[0], duals) == pytest.approx(top, abs=1e-7)
             for lane in lanes:
                 for e in lane.entries:  # a lane the DP returns keeps every partner's exact check
-                    assert data.min_slots[e.job] <= e.end - e.start <= data.max_slots[e.job]
+                    assert data.min_slots[e.job] <= e.end - e.start
+                    partners = sum(1 for other in lane.entries if other is not e)
+                    if pricer == "progress":  # every job's work done, up to 1/4 slot per partner
+                        assert e.progress >= data.work[e.job] - partners / 4 - 1e-9
+                    else:
+                        assert e.end - e.start <= data.max_slots[e.job]
 
 
 @pytest.mark.parametrize("policy", ["sjf-bsbf", "fifo"])
@@ -158,6 +165,7 @@ def test_lane_bound_never_exceeds_a_proven_optimum(seed: int) -> None:
         lane_bound(problem, max_rounds=1),
         lane_bound(problem, cut=max(1, problem.horizon // 3)),
         lane_bound(problem, smoothing=0.0),
+        lane_bound(problem, pricing="progress", time_limit=60),
     ):
         assert candidate.proven and candidate.value <= optimum + 1e-6
     assert lane_bound(problem, smoothing=0.0).value == pytest.approx(full.value, abs=1e-4)
@@ -198,6 +206,8 @@ def test_lane_bound_skips_what_it_does_not_cover() -> None:
     problem = discretize(instance)
     problem = problem.with_upper_bound(warm_start(problem))
     assert lane_bound(problem, max_states=10).status.startswith("skipped")
+    with pytest.raises(ValueError, match="pricing"):
+        lane_bound(problem, pricing="exact")
 
 
 def test_bound_comparison_benchmark_writes_both_relaxations(tmp_path: Path) -> None:
@@ -227,4 +237,27 @@ def test_bound_comparison_benchmark_writes_both_relaxations(tmp_path: Path) -> N
     assert (frame["bound_slots"] > 0).all()
     summary = bound_comparison.summarize(frame)
     assert summary["wins"].sum() >= 2  # each instance has a better (or tied) method
+    assert (frame["last_release"] == 0).all()
     assert bound_comparison.main(["--jobs", "0"]) == 2
+    poisson = tmp_path / "poisson.csv"
+    argv = ["--jobs", "6", "--gpus", "4", "--gpus-per-node", "4", "--seeds", "1", "--time-limit", "20"]
+    assert bound_comparison.main([*argv, "--arrivals", "poisson", "--output", str(poisson)]) == 0
+    frame = pd.read_csv(poisson)
+    assert (frame["arrivals"] == "poisson").all() and (frame["last_release"] > 0).all()
+    assert (frame["bound_slots"] <= frame["ub_slots"] + 1e-6).all()
+
+
+def test_solve_runs_the_lanes_where_they_converge_and_says_why_not_elsewhere() -> None:
+    instance = generate_instance(7, 1, 4, 1, memory_pressure=0.6)
+    result = solve(instance, "highs", time_limit=20, slot=choose_slot(instance, 40), coupled_bound=False)
+    lanes = result.stats["lane_bound"]
+    assert lanes["status"] == "optimal" and lanes["rounds"] >= 1
+    assert result.stats["bound_slots"] >= math.ceil(lanes["bound_slots"] - 1e-5)
+    assert lanes["bound_slots"] <= result.stats["objective_slots"] + 1e-6
+    # 24 jobs in 4 s: the column generation would not end in time, so it does not start
+    large = solve(generate_instance(24, 1, 8, 0), "cpsat", time_limit=4)
+    assert large.stats["lane_bound"]["status"] == "skipped: not expected to converge in the time limit"
+    makespan = solve(instance, "cpsat", time_limit=5, objective="makespan")
+    assert makespan.stats["lane_bound"]["status"].startswith("skipped: total JCT")
+    off = solve(instance, "cpsat", time_limit=5, lane_bound=False)
+    assert off.stats["lane_bound"] is None
