@@ -7,7 +7,9 @@ upper-bound solution (the slotted greedy's warm start, whose schedule also gives
     python -m benchmarks.bound_comparison --jobs 12 16 24 --gpus 8 --seeds 3 --time-limit 60 \\
         --output results/bounds.csv
 
-``--arrivals poisson`` takes the family's Poisson arrivals at load 1.
+``--arrivals poisson`` takes the family's Poisson arrivals at load 1. ``--methods lanes coupled tree``
+adds branch-and-bound on the lane LP (:func:`formulation.lane_tree.lane_tree_bound`; its ``rounds``
+column holds the nodes solved, ``columns`` the nodes left open).
 
 Columns: ``jobs, gpus, arrivals, last_release`` (the latest release slot), ``seed, slot, horizon,
 ub_slots, method, bound_slots, status, seconds, rounds, columns, gap_to_ub`` (``(ub − bound)/ub``)
@@ -32,11 +34,13 @@ import pandas as pd
 
 from formulation.discretize import choose_slot, discretize
 from formulation.generator import generate_instance
+from formulation.lane_tree import lane_tree_bound
 from formulation.lanes import lane_bound
 from formulation.relaxation import refined_coupled_bound
 from solvers.warmstart import warm_start
 
-METHODS = ("lanes", "coupled")
+METHODS = ("lanes", "coupled", "tree")
+DEFAULT_METHODS = ("lanes", "coupled")
 
 
 def _peak_rss_mib() -> float:
@@ -50,7 +54,7 @@ def compare(
     seeds: Sequence[int],
     time_limit: float,
     target_slots: int | None = None,
-    methods: Sequence[str] = METHODS,
+    methods: Sequence[str] = DEFAULT_METHODS,
     progress: bool = True,
     arrivals: str = "zero",
 ) -> pd.DataFrame:
@@ -74,6 +78,9 @@ def compare(
                 if method == "lanes":
                     lanes = lane_bound(problem, time_limit=time_limit)
                     value, status, rounds, columns = lanes.value, lanes.status, lanes.rounds, lanes.columns
+                elif method == "tree":
+                    tree = lane_tree_bound(problem, time_limit=time_limit)
+                    value, status, rounds, columns = tree.value, tree.status, tree.nodes, tree.open_nodes
                 else:
                     coupled = refined_coupled_bound(problem, time_limit=time_limit)
                     value, status, rounds, columns = coupled.value, coupled.status, coupled.rounds, coupled.variables
@@ -137,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--target-slots", type=int, default=None)
     parser.add_argument("--arrivals", choices=["zero", "poisson"], default="zero")
-    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(DEFAULT_METHODS))
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.time_limit <= 0 or args.seeds < 1 or min(args.jobs) < 1 or args.gpus < 1:

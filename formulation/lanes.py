@@ -251,6 +251,25 @@ def single_job_lanes(data: LaneData) -> list[Lane]:
 
 
 @dataclass(frozen=True)
+class Window:
+    """Start and end slots each job may take (a branch-and-bound node): ``start_lo[j] ≤ S_j ≤
+    start_hi[j]``, ``end_lo[j] ≤ E_j ≤ end_hi[j]``."""
+
+    start_lo: np.ndarray
+    start_hi: np.ndarray
+    end_lo: np.ndarray
+    end_hi: np.ndarray
+
+    def starts(self, horizon: int) -> np.ndarray:
+        slots = np.arange(horizon + 1)
+        return (slots[None, :] >= self.start_lo[:, None]) & (slots[None, :] <= self.start_hi[:, None])
+
+    def ends(self, horizon: int) -> np.ndarray:
+        slots = np.arange(horizon + 1)
+        return (slots[None, :] >= self.end_lo[:, None]) & (slots[None, :] <= self.end_hi[:, None])
+
+
+@dataclass(frozen=True)
 class Duals:
     """Duals of the master's rows: ``alpha[j, S]`` (start linking), ``beta[j, E]`` (end linking),
     ``eta[j] ≥ 0`` (progress). Zero where a job has no such row."""
@@ -272,7 +291,7 @@ class _Master:
     """The restricted master LP in HiGHS, columns added as lanes come (the basis is kept between
     solves, so each re-solve starts from the last optimum)."""
 
-    def __init__(self, data: LaneData, highspy: Any) -> None:
+    def __init__(self, data: LaneData, highspy: Any, artificial_cost: float | None = None) -> None:
         self.data = data
         self.hs = highspy
         h = highspy.Highs()
@@ -300,7 +319,9 @@ class _Master:
             return len(costs) - 1
 
         self.start_row = np.full((n, horizon + 1), -1, dtype=np.int64)
+        self.start_col = np.full((n, horizon + 1), -1, dtype=np.int64)
         self.end_row = np.full((n, horizon + 1), -1, dtype=np.int64)
+        self.end_col = np.full((n, horizon + 1), -1, dtype=np.int64)
         self.progress_row = np.zeros(n, dtype=np.int64)
         for j in range(n):
             simplex_start = new_row(1.0, 1.0)
@@ -308,18 +329,21 @@ class _Master:
             g = float(data.num_gpus[j])
             for s in range(int(data.release[j]), int(data.last_start[j]) + 1):
                 self.start_row[j, s] = row = new_row(0.0, 0.0)
-                c = new_col(0.0)
+                self.start_col[j, s] = c = new_col(0.0)
                 col_rows[c] += [(simplex_start, 1.0), (row, -g)]
             first_end = int(data.release[j] + data.min_slots[j])
             for e in range(first_end, int(data.last_end[j]) + 1):
                 self.end_row[j, e] = row = new_row(0.0, 0.0)
-                c = new_col(float(e))
+                self.end_col[j, e] = c = new_col(float(e))
                 col_rows[c] += [(simplex_end, 1.0), (row, -g)]
             self.progress_row[j] = new_row(g * float(data.work[j]), inf)
             if data.can_be_late[j]:
                 c = new_col(float(data.late_cost[j]), 1.0)
                 col_rows[c] += [(simplex_start, 1.0), (simplex_end, 1.0), (int(self.progress_row[j]), g * data.work[j])]
         self.gpu_row = new_row(-inf, float(data.gpus))
+        if artificial_cost is not None:  # an extra lane at a price no real lane saves: always feasible
+            c = new_col(artificial_cost)
+            col_rows[c].append((self.gpu_row, -1.0))
         # HiGHS wants the constraint matrix column-wise
         starts: list[int] = []
         indices: list[int] = []
@@ -350,6 +374,11 @@ class _Master:
         )
         self.rows = len(row_bounds)
         self.lanes: list[Lane] = []
+        self.lane_cols: list[int] = []
+        self.columns = len(costs)
+        self.start_allowed = self.start_row >= 0
+        self.end_allowed = self.end_row >= 0
+        self.window: Window | None = None
         self.keys: set[tuple[tuple[int, int, int], ...]] = set()
 
     def add(self, lanes: list[Lane]) -> int:
@@ -369,11 +398,47 @@ class _Master:
                         raise ValueError(f"lane entry outside job {e.job}'s window: {e}")
                     coefficients[row] = coefficients.get(row, 0.0) + value
             rows = np.array(list(coefficients), dtype=np.int32)
-            self.h.addCol(0.0, 0.0, self.inf, len(rows), rows, np.array(list(coefficients.values())))
+            upper = self.inf if self._inside(lane) else 0.0
+            self.h.addCol(0.0, 0.0, upper, len(rows), rows, np.array(list(coefficients.values())))
+            self.lane_cols.append(self.columns)
+            self.columns += 1
             self.keys.add(key)
             self.lanes.append(lane)
             added += 1
         return added
+
+    def _inside(self, lane: Lane) -> bool:
+        if self.window is None:
+            return True
+        w = self.window
+        return all(
+            w.start_lo[e.job] <= e.start <= w.start_hi[e.job] and w.end_lo[e.job] <= e.end <= w.end_hi[e.job]
+            for e in lane.entries
+        )
+
+    def restrict(self, window: Window) -> None:
+        """Allow job ``j`` to start only in ``[start_lo[j], start_hi[j]]`` and end in ``[end_lo[j],
+        end_hi[j]]``: its start and end variables and every lane that runs it otherwise are fixed to zero
+        (a branch-and-bound node)."""
+        self.window = window
+        self.start_allowed = (self.start_row >= 0) & window.starts(self.data.horizon)
+        self.end_allowed = (self.end_row >= 0) & window.ends(self.data.horizon)
+        has_start, has_end = self.start_col >= 0, self.end_col >= 0
+        columns = np.concatenate(
+            [self.start_col[has_start], self.end_col[has_end], np.array(self.lane_cols, dtype=np.int64)]
+        ).astype(np.int32)
+        uppers = np.concatenate(
+            [
+                np.where(self.start_allowed[has_start], self.inf, 0.0),
+                np.where(self.end_allowed[has_end], self.inf, 0.0),
+                np.array([self.inf if self._inside(lane) else 0.0 for lane in self.lanes]),
+            ]
+        )
+        self.h.changeColsBounds(len(columns), columns, np.zeros(len(columns)), uppers)
+
+    def values(self) -> np.ndarray:
+        """The last solve's column values."""
+        return np.asarray(self.h.getSolution().col_value)
 
     def solve(self, time_limit: float) -> tuple[float, Duals, float] | None:
         """The master's optimum, its duals (without the GPU row's) and the GPU row's dual ``ρ ≤ 0``."""
@@ -397,8 +462,8 @@ class _Master:
         total = float(np.sum(data.num_gpus * data.work * duals.eta)) + data.gpus * min(0.0, -top)
         for j in range(data.n):
             g = float(data.num_gpus[j])
-            starts = self.start_row[j] >= 0
-            ends = self.end_row[j] >= 0
+            starts = self.start_allowed[j]
+            ends = self.end_allowed[j]
             slots = np.nonzero(ends)[0]
             on_time = math.inf  # a job that cannot end by the cut is late
             if starts.any() and ends.any():
@@ -442,6 +507,13 @@ class _LanePricing:
         self.start_ok = (slots[None, :] >= data.release[:, None]) & (slots[None, :] <= data.last_start[:, None])
         self.max_run = int(data.max_slots.max()) if n else 0
         self.n = n
+        self._valid_base, self._start_base = self.valid_run, self.start_ok
+
+    def restrict(self, window: Window) -> None:
+        """Run job ``j`` only inside ``window`` (a branch-and-bound node)."""
+        starts, ends = window.starts(self.data.horizon), window.ends(self.data.horizon)
+        self.start_ok = self._start_base & starts
+        self.valid_run = self._valid_base & starts[:, :, None] & ends[:, None, :]
 
     def price(self, duals: Duals, want: int) -> tuple[float, list[Lane]]:
         """The largest lane value (``max_c Σ dual·coef`` without the GPU row) and up to ``want`` lanes of
@@ -663,6 +735,12 @@ class _ProgressPricing:
         self.end_ok = (slots[None, :] >= (data.release + data.min_slots)[:, None]) & (
             slots[None, :] <= data.last_end[:, None]
         )
+        self._start_base, self._end_base = self.start_ok, self.end_ok
+
+    def restrict(self, window: Window) -> None:
+        """Run job ``j`` only inside ``window`` (a branch-and-bound node)."""
+        self.start_ok = self._start_base & window.starts(self.data.horizon)
+        self.end_ok = self._end_base & window.ends(self.data.horizon)
 
     def states(self) -> int:
         return self.n * (self.data.horizon + 1) * (self.r_max + 1)
@@ -885,6 +963,91 @@ def _skip_reason(problem: SlottedProblem, cut: int, max_states: int) -> str | No
     return None
 
 
+@dataclass
+class _Generation:
+    """What :func:`_column_generation` reached."""
+
+    best: float
+    status: str
+    master_value: float
+    rounds: int
+    pricing_seconds: float
+    master_seconds: float
+    history: list[tuple[float, float, float]]
+    values: np.ndarray | None
+
+
+def _column_generation(
+    master: _Master,
+    pricer: _LanePricing | _ProgressPricing,
+    *,
+    deadline: float,
+    want: int,
+    smoothing: float,
+    max_rounds: int,
+    cancel: threading.Event | None = None,
+    on_bound: Callable[[_Generation], bool] | None = None,
+) -> _Generation:
+    """Column generation on the master as it is (its columns, bounds and windows) until its LP optimum,
+    the deadline, ``max_rounds`` or ``cancel``: Wentges smoothing, and the exact Lagrangian bound after
+    every pricing (the best one is ``best``)."""
+    began = time.perf_counter()
+    outcome = _Generation(-math.inf, "max_rounds", math.nan, 0, 0.0, 0.0, [], None)
+    center: Duals | None = None
+    last_round = 0.0
+    while outcome.rounds < max_rounds:
+        if cancel is not None and cancel.is_set():
+            outcome.status = "cancelled"
+            break
+        left = deadline - time.perf_counter()
+        if left <= 0 or left < last_round:  # a round that cannot end in time is not started
+            outcome.status = "time_limit"
+            break
+        round_began = tick = time.perf_counter()
+        solved = master.solve(left)
+        outcome.master_seconds += time.perf_counter() - tick
+        if solved is None:
+            too_late = time.perf_counter() >= deadline
+            outcome.status = "time_limit" if too_late else "failed: the master LP did not solve"
+            break
+        outcome.master_value, duals, rho = solved
+        outcome.values = master.values()
+        outcome.rounds += 1
+        # Wentges smoothing: price at a point between the best-bound duals and the master's; when that
+        # finds nothing for the master (a mispricing), price at the master's own duals
+        entering: list[Lane] = []
+        weight = smoothing if center is not None else 0.0
+        while True:
+            point = center.mix(duals, weight) if center is not None and weight > 0 else duals
+            tick = time.perf_counter()
+            top, lanes = pricer.price(point, want)
+            outcome.pricing_seconds += time.perf_counter() - tick
+            bound = master.lagrangian(point, top)
+            if bound > outcome.best:
+                outcome.best, center = bound, point
+                if on_bound is not None and not on_bound(outcome):
+                    outcome.status = "stopped"
+            entering = [lane for lane in lanes if -rho - master.lane_value(lane, duals) < -PRICING_TOLERANCE]
+            if entering or weight == 0.0 or outcome.status == "stopped":
+                break
+            weight = 0.0
+        outcome.history.append((time.perf_counter() - began, outcome.master_value, outcome.best))
+        last_round = time.perf_counter() - round_began
+        if outcome.status == "stopped":
+            break
+        if outcome.best >= outcome.master_value - PRICING_TOLERANCE * max(1.0, abs(outcome.master_value)):
+            outcome.status = "optimal"
+            break
+        if not entering:
+            outcome.status = "optimal"  # priced at the master's duals: no lane has a negative reduced cost
+            outcome.best = max(outcome.best, outcome.master_value)
+            break
+        if not master.add(entering):
+            outcome.status = "failed: pricing found no new lane with a negative reduced cost"
+            break
+    return outcome
+
+
 def lane_bound(
     problem: SlottedProblem,
     *,
@@ -948,62 +1111,24 @@ def lane_bound(
         _ProgressPricing(data, grid) if pricing == "progress" else _LanePricing(data)
     )
     want = columns_per_round or max(1, data.n)
-    best = -math.inf
-    center: Duals | None = None
-    history: list[tuple[float, float, float]] = []
-    pricing_time = master_time = 0.0
-    status = "max_rounds"
-    master_value = math.nan
-    rounds = 0
-    last_round = 0.0
-    while rounds < max_rounds:
-        if cancel is not None and cancel.is_set():
-            status = "cancelled"
-            break
-        left = deadline - time.perf_counter()
-        if left <= 0 or left < last_round:  # a round that cannot end in time is not started
-            status = "time_limit"
-            break
-        round_began = tick = time.perf_counter()
-        solved = master.solve(left)
-        master_time += time.perf_counter() - tick
-        if solved is None:
-            status = "time_limit" if time.perf_counter() >= deadline else "failed: the master LP did not solve"
-            break
-        master_value, duals, rho = solved
-        rounds += 1
-        # Wentges smoothing: price at a point between the best-bound duals and the master's; when that
-        # finds nothing for the master (a mispricing), price at the master's own duals
-        entering: list[Lane] = []
-        weight = smoothing if center is not None else 0.0
-        while True:
-            point = center.mix(duals, weight) if center is not None and weight > 0 else duals
-            tick = time.perf_counter()
-            top, lanes = pricer.price(point, want)
-            pricing_time += time.perf_counter() - tick
-            bound = master.lagrangian(point, top)
-            if bound > best:
-                best, center = bound, point
-                if on_bound is not None and not on_bound(_result(best, "running", master_value, rounds, master, began)):
-                    status = "stopped"
-            entering = [lane for lane in lanes if -rho - master.lane_value(lane, duals) < -PRICING_TOLERANCE]
-            if entering or weight == 0.0 or status == "stopped":
-                break
-            weight = 0.0
-        history.append((time.perf_counter() - began, master_value, best))
-        last_round = time.perf_counter() - round_began
-        if status == "stopped":
-            break
-        if best >= master_value - PRICING_TOLERANCE * max(1.0, abs(master_value)):
-            status = "optimal"
-            break
-        if not entering:
-            status = "optimal"  # priced at the master's duals: no lane has a negative reduced cost
-            best = max(best, master_value)
-            break
-        if not master.add(entering):
-            status = "failed: pricing found no new lane with a negative reduced cost"
-            break
+
+    def report(outcome: _Generation) -> bool:
+        if on_bound is None:
+            return True
+        return on_bound(_result(outcome.best, "running", outcome.master_value, outcome.rounds, master, began))
+
+    outcome = _column_generation(
+        master,
+        pricer,
+        deadline=deadline,
+        want=want,
+        smoothing=smoothing,
+        max_rounds=max_rounds,
+        cancel=cancel,
+        on_bound=report,
+    )
+    best, status, master_value, rounds = outcome.best, outcome.status, outcome.master_value, outcome.rounds
+    history, pricing_time, master_time = outcome.history, outcome.pricing_seconds, outcome.master_seconds
     value = best if math.isfinite(best) else math.nan
     return LaneBound(
         value=value,

@@ -19,6 +19,7 @@ from formulation.generator import generate_instance
 from formulation.instance import Instance, Job
 from formulation.interference import TableInterference
 from formulation.io import load_instance
+from formulation.lane_tree import lane_tree_bound
 from formulation.lanes import (
     Duals,
     Lane,
@@ -261,3 +262,39 @@ def test_solve_runs_the_lanes_where_they_converge_and_says_why_not_elsewhere() -
     assert makespan.stats["lane_bound"]["status"].startswith("skipped: total JCT")
     off = solve(instance, "cpsat", time_limit=5, lane_bound=False)
     assert off.stats["lane_bound"] is None
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_branching_raises_the_bound_and_never_past_the_optimum(seed: int) -> None:
+    # the incumbent the tree prunes against is 10 % worse than the optimum, so a wrong node bound or a
+    # wrong pruning would show as a bound above the optimum
+    instance = generate_instance(7, 1, 4, seed, memory_pressure=0.6)
+    result = solve(instance, "cpsat", time_limit=30, slot=choose_slot(instance, 40))
+    assert result.status is SolveStatus.OPTIMAL
+    optimum = result.stats["objective_slots"]
+    problem = discretize(instance, slot=result.stats["problem"]["slot_seconds"]).with_upper_bound(result.schedule)
+    seen: list[float] = []
+    tree = lane_tree_bound(
+        problem, time_limit=8, incumbent=math.ceil(1.1 * optimum), on_bound=lambda value: seen.append(value) is None
+    )
+    assert tree.proven and tree.value <= optimum + 1e-6
+    root = lane_bound(problem, time_limit=30)
+    assert tree.root == pytest.approx(root.value, abs=1e-4)
+    assert tree.value > root.value + 1.0  # branching on start / end windows lifts it by whole slots here
+    assert tree.nodes > 1 and tree.depth >= 1
+    assert seen == sorted(seen)  # the global bound only rises
+    assert tree.seconds < 8 * 1.1 + 1
+
+
+def test_a_tree_whose_root_meets_the_incumbent_is_closed() -> None:
+    problem = discretize(one_pair_and_a_loner(), slot=1.0)
+    problem = problem.with_upper_bound(warm_start(problem))
+    assert problem.upper_bound_value == 40
+    tree = lane_tree_bound(problem, time_limit=10)
+    assert tree.status == "optimal" and tree.value == 40 and tree.nodes == 1
+    # from the serial schedule (a, b, c one after another: 60) the bound is still 40, and the tree
+    # does not claim that 60 is optimal
+    serial = discretize(one_pair_and_a_loner(), slot=1.0)
+    assert serial.upper_bound_value == 60
+    worse = lane_tree_bound(serial, time_limit=10)
+    assert worse.status != "optimal" and worse.value == pytest.approx(40.0, abs=1e-6)
