@@ -1113,9 +1113,7 @@ def lane_bound(
     want = columns_per_round or max(1, data.n)
 
     def report(outcome: _Generation) -> bool:
-        if on_bound is None:
-            return True
-        return on_bound(_result(outcome.best, "running", outcome.master_value, outcome.rounds, master, began))
+        return on_bound is None or on_bound(_result(outcome, "running", master, began))
 
     outcome = _column_generation(
         master,
@@ -1127,30 +1125,19 @@ def lane_bound(
         cancel=cancel,
         on_bound=report,
     )
-    best, status, master_value, rounds = outcome.best, outcome.status, outcome.master_value, outcome.rounds
-    history, pricing_time, master_time = outcome.history, outcome.pricing_seconds, outcome.master_seconds
-    value = best if math.isfinite(best) else math.nan
-    return LaneBound(
-        value=value,
-        status=status,
-        master_value=master_value,
-        rounds=rounds,
-        columns=len(master.lanes),
-        seconds=time.perf_counter() - began,
-        pricing_seconds=pricing_time,
-        master_seconds=master_time,
-        horizon=cut,
-        history=tuple(history),
-    )
+    return _result(outcome, outcome.status, master, began)
 
 
-def _result(value: float, status: str, master_value: float, rounds: int, master: _Master, began: float) -> LaneBound:
+def _result(outcome: _Generation, status: str, master: _Master, began: float) -> LaneBound:
     return LaneBound(
-        value=value,
+        value=outcome.best if math.isfinite(outcome.best) else math.nan,
         status=status,
-        master_value=master_value,
-        rounds=rounds,
+        master_value=outcome.master_value,
+        rounds=outcome.rounds,
         columns=len(master.lanes),
         seconds=time.perf_counter() - began,
+        pricing_seconds=outcome.pricing_seconds,
+        master_seconds=outcome.master_seconds,
         horizon=master.data.horizon,
+        history=tuple(outcome.history),
     )

@@ -3,6 +3,7 @@ proven optima, and it knows which jobs share a GPU."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import threading
@@ -14,7 +15,7 @@ import pytest
 
 from benchmarks import bound_comparison
 from formulation.cluster import Cluster
-from formulation.discretize import choose_slot, discretize
+from formulation.discretize import SlottedProblem, choose_slot, discretize
 from formulation.generator import generate_instance
 from formulation.instance import Instance, Job
 from formulation.interference import TableInterference
@@ -151,14 +152,20 @@ def test_every_lane_of_a_real_schedule_is_a_column(policy: str) -> None:
     assert all(len(lane.entries) == 1 for lane in single_job_lanes(data))
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_lane_bound_never_exceeds_a_proven_optimum(seed: int) -> None:
-    # contended: 7 jobs on 4 GPUs, gangs, memory forbidding some pairs; about 40 slots
+@functools.cache
+def contended(seed: int) -> tuple[Instance, int, SlottedProblem]:
+    """7 jobs on 4 GPUs (gangs, memory forbidding some pairs, about 40 slots), its proven optimum
+    (slots) and its slotted problem with the optimal schedule as upper bound."""
     instance = generate_instance(7, 1, 4, seed, memory_pressure=0.6)
     result = solve(instance, "cpsat", time_limit=30, slot=choose_slot(instance, 40))
     assert result.status is SolveStatus.OPTIMAL
-    optimum = result.stats["objective_slots"]
     problem = discretize(instance, slot=result.stats["problem"]["slot_seconds"]).with_upper_bound(result.schedule)
+    return instance, int(result.stats["objective_slots"]), problem
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_lane_bound_never_exceeds_a_proven_optimum(seed: int) -> None:
+    instance, optimum, problem = contended(seed)
     full = lane_bound(problem, time_limit=60)
     assert full.status == "optimal" and full.value <= optimum + 1e-6
     # the Lagrangian bound of the first round, a short cut, and plain column generation: all valid
@@ -268,11 +275,7 @@ def test_solve_runs_the_lanes_where_they_converge_and_says_why_not_elsewhere() -
 def test_branching_raises_the_bound_and_never_past_the_optimum(seed: int) -> None:
     # the incumbent the tree prunes against is 10 % worse than the optimum, so a wrong node bound or a
     # wrong pruning would show as a bound above the optimum
-    instance = generate_instance(7, 1, 4, seed, memory_pressure=0.6)
-    result = solve(instance, "cpsat", time_limit=30, slot=choose_slot(instance, 40))
-    assert result.status is SolveStatus.OPTIMAL
-    optimum = result.stats["objective_slots"]
-    problem = discretize(instance, slot=result.stats["problem"]["slot_seconds"]).with_upper_bound(result.schedule)
+    _, optimum, problem = contended(seed)
     seen: list[float] = []
     tree = lane_tree_bound(
         problem, time_limit=8, incumbent=math.ceil(1.1 * optimum), on_bound=lambda value: seen.append(value) is None

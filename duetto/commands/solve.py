@@ -43,20 +43,17 @@ def _print_result(result: Result) -> None:
     if result.schedule is not None and result.objective_kind == "jct":
         jobs = len(result.schedule.plans)
         table.add_row("average JCT", f"{_fmt(result.objective / max(1, jobs))} s")
-    coupled = result.stats.get("coupled_bound")
-    if coupled:
-        if coupled.get("bound_seconds") is not None:
-            text = f"{_fmt(coupled['bound_seconds'])} s in {coupled['seconds']:.1f} s"
+    for key, label in (("coupled_bound", "coupled LP bound"), ("lane_bound", "lane bound")):
+        relaxation = result.stats.get(key)
+        if not relaxation:
+            continue
+        if relaxation.get("bound_seconds") is not None:
+            text = f"{_fmt(relaxation['bound_seconds'])} s in {relaxation['seconds']:.1f} s"
+            if key == "lane_bound":
+                text += f" ({relaxation['rounds']} rounds)"
         else:
-            text = str(coupled["status"])
-        table.add_row("coupled LP bound", text)
-    lanes = result.stats.get("lane_bound")
-    if lanes:
-        if lanes.get("bound_seconds") is not None:
-            text = f"{_fmt(lanes['bound_seconds'])} s in {lanes['seconds']:.1f} s ({lanes['rounds']} rounds)"
-        else:
-            text = str(lanes["status"])
-        table.add_row("lane bound", text)
+            text = str(relaxation["status"])
+        table.add_row(label, text)
     if result.message:
         table.add_row("message", result.message.splitlines()[0])
     console.print(table)
