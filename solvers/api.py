@@ -783,7 +783,7 @@ def _solve_one(
     }
     relaxation = None
     if settings.coupled_bound or settings.lane_bound:
-        relaxation = _CoupledBound(
+        relaxation = _Relaxations(
             problem, tracker, deadline - margin, coupled=settings.coupled_bound, lanes=settings.lane_bound
         )
     try:
@@ -820,7 +820,7 @@ CONTENTION = 1.5
 converged within about 30 s beside CP-SAT)."""
 
 
-class _CoupledBound:
+class _Relaxations:
     """The relaxations on a thread of the parent while the solver's worker runs: the pair-coupled LP
     (:func:`formulation.relaxation.refined_coupled_bound`: coarse windows, then finer ones while it
     is the best bound), then the lane relaxation (:func:`formulation.lanes.lane_bound`) with the time
@@ -840,8 +840,6 @@ class _CoupledBound:
         self.tracker = tracker
         self.problem = problem
         self.coupled = coupled
-        # the lanes run only where their column generation is expected to end in their share of the
-        # time: at 24 jobs on 8 GPUs in a minute it would not, and would only take time from the LP
         # the lanes run only where their column generation is expected to converge: at 24 jobs on 8
         # GPUs in a minute it would not, and would only take time from the coupled LP
         self.lanes_skipped: str | None = None
@@ -853,7 +851,7 @@ class _CoupledBound:
                 self.lanes_skipped = "not expected to converge in the time limit"
         self.lanes = lanes and self.lanes_skipped is None
         self.cancel = threading.Event()
-        self.thread = threading.Thread(target=self._run, args=(problem, deadline), name="coupled-bound", daemon=True)
+        self.thread = threading.Thread(target=self._run, args=(problem, deadline), name="relaxations", daemon=True)
         self.thread.start()
 
     def _run(self, problem: SlottedProblem, deadline: float) -> None:

@@ -230,7 +230,7 @@ def test_pairs_too_large_to_run_side_by_side_share_whenever_they_overlap(monkeyp
 
 
 def test_the_summary_keeps_the_bound_of_an_lp_proven_before_the_deadline_cut_the_refinement() -> None:
-    from solvers.api import _CoupledBound, _Tracker
+    from solvers.api import _Relaxations, _Tracker
 
     base = discretize(generate_instance(12, 2, 4, 1))
     initial = warm_start(base)
@@ -238,7 +238,7 @@ def test_the_summary_keeps_the_bound_of_an_lp_proven_before_the_deadline_cut_the
     tracker = _Tracker(problem, initial, float(problem.upper_bound_value or math.inf), 0.0)
     offered, released = threading.Event(), threading.Event()
 
-    class HeldAfterTheFirstBound(_CoupledBound):
+    class HeldAfterTheFirstBound(_Relaxations):
         # the refinement is held right after its first LP, as if the next one were still being solved
         def _offer(self, outcome: RelaxationBound) -> bool:
             go_on = super()._offer(outcome)
@@ -246,7 +246,7 @@ def test_the_summary_keeps_the_bound_of_an_lp_proven_before_the_deadline_cut_the
             released.wait(60)
             return go_on
 
-    lp = HeldAfterTheFirstBound(problem, tracker, time.time() + 60)
+    lp = HeldAfterTheFirstBound(problem, tracker, time.time() + 60, lanes=False)
     assert offered.wait(60)
     lp.finish(time.time())  # the deadline: the refinement has not returned
     released.set()
