@@ -442,7 +442,8 @@ class _Master:
 
     def solve(self, time_limit: float) -> tuple[float, Duals, float] | None:
         """The master's optimum, its duals (without the GPU row's) and the GPU row's dual ``ρ ≤ 0``."""
-        self.h.setOptionValue("time_limit", max(0.01, time_limit))
+        # HiGHS compares its limit with the object's run time summed over every solve
+        self.h.setOptionValue("time_limit", self.h.getRunTime() + max(0.01, time_limit))
         self.h.run()
         if self.h.getModelStatus() != self.hs.HighsModelStatus.kOptimal:
             return None

@@ -27,6 +27,7 @@ from formulation.lanes import (
     LaneData,
     LaneEntry,
     _LanePricing,
+    _Master,
     _ProgressPricing,
     lane_bound,
     lanes_of_solution,
@@ -301,3 +302,24 @@ def test_a_tree_whose_root_meets_the_incumbent_is_closed() -> None:
     assert serial.upper_bound_value == 60
     worse = lane_tree_bound(serial, time_limit=10)
     assert worse.status != "optimal" and worse.value == pytest.approx(40.0, abs=1e-6)
+
+
+def test_the_master_time_limit_counts_from_each_solve_not_from_the_first() -> None:
+    # HiGHS's time limit is compared with its run time summed over all solves: after enough rounds a
+    # limit of "the time left" was already spent, and the master stopped at 0 iterations (50 jobs)
+    import highspy
+
+    instance = generate_instance(12, 1, 8, 0)
+    problem = discretize(instance, slot=choose_slot(instance, 40))
+    problem = problem.with_upper_bound(warm_start(problem))
+    data = LaneData.from_problem(problem, problem.horizon)
+    master = _Master(data, highspy)
+    master.add(lanes_of_solution(problem, data) + single_job_lanes(data))
+    solves = 0
+    while master.h.getRunTime() < 1.5:  # many solves from scratch: the run time adds up
+        master.h.clearSolver()
+        assert master.solve(60.0) is not None
+        solves += 1
+    assert solves >= 3  # so one solve takes at most half a second, well inside the limit below
+    master.h.clearSolver()
+    assert master.solve(1.0) is not None  # 1 s from now, not 1 s of run time in all
