@@ -202,13 +202,7 @@ def lane_tree_bound(
     master.add(single_job_lanes(data))
     pricer = _LanePricing(data)
     want = max(1, data.n)
-    whole = Window(
-        data.release.astype(np.int64),
-        data.last_start.astype(np.int64),
-        (data.release + data.min_slots).astype(np.int64),
-        data.last_end.astype(np.int64),
-    )
-    heap: list[_Node] = [_Node(-math.inf, 0, whole, 0)]
+    heap: list[_Node] = [_Node(-math.inf, 0, data.window(), 0)]
     leaves: list[float] = []  # bounds of nodes that cannot be split
     serial = 1
     nodes = depth = 0

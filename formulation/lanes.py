@@ -44,7 +44,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -200,6 +200,10 @@ class LaneData:
             nested_min=nested,
         )
 
+    def window(self) -> Window:
+        """Every start and end each job may take within the horizon (the root of a search)."""
+        return Window(self.release, self.last_start, self.release + self.min_slots, self.last_end)
+
     def progress(self, job: int, start: int, end: int, overlaps: dict[int, float]) -> float:
         """Lane-local progress of ``job`` run in ``[start, end)`` with ``overlaps[k]`` slots next to ``k``."""
         loss = sum((1.0 - self.sigma[job, k]) * slots for k, slots in overlaps.items())
@@ -223,17 +227,23 @@ def lanes_of_solution(problem: SlottedProblem, data: LaneData) -> list[Lane]:
     for every_run in on_gpu.values():
         # a job ending past the lanes' horizon is the master's "late" mass, not part of the lane
         runs = [run for run in every_run if run[2] <= data.horizon]
-        if not runs:
-            continue
-        entries = []
-        for i, start, end in runs:
-            overlaps: dict[int, float] = {}
-            for k, s2, e2 in runs:
-                if k != i and min(end, e2) > max(start, s2):
-                    overlaps[k] = overlaps.get(k, 0.0) + min(end, e2) - max(start, s2)
-            entries.append(LaneEntry(i, start, end, data.progress(i, start, end, overlaps)))
-        lanes.append(Lane(tuple(entries)))
+        if runs:
+            lanes.append(lane_of_runs(data, runs))
     return lanes
+
+
+def lane_of_runs(data: LaneData, runs: Iterable[tuple[int, int, int]]) -> Lane:
+    """The lane of ``(job, start, end)`` runs on one GPU, each job's progress charged for the slots it
+    overlaps each other run (with at most two runs at a time, those are exactly its shared slots)."""
+    runs = list(runs)
+    entries = []
+    for i, start, end in runs:
+        overlaps: dict[int, float] = {}
+        for k, s2, e2 in runs:
+            if (k, s2, e2) != (i, start, end) and min(end, e2) > max(start, s2):
+                overlaps[k] = overlaps.get(k, 0.0) + min(end, e2) - max(start, s2)
+        entries.append(LaneEntry(i, start, end, data.progress(i, start, end, overlaps)))
+    return Lane(tuple(entries))
 
 
 def single_job_lanes(data: LaneData) -> list[Lane]:
@@ -261,12 +271,17 @@ class Window:
     end_hi: np.ndarray
 
     def starts(self, horizon: int) -> np.ndarray:
-        slots = np.arange(horizon + 1)
-        return (slots[None, :] >= self.start_lo[:, None]) & (slots[None, :] <= self.start_hi[:, None])
+        """``[j, S]``: whether job ``j`` may start in slot ``S``."""
+        return _between(self.start_lo, self.start_hi, horizon)
 
     def ends(self, horizon: int) -> np.ndarray:
-        slots = np.arange(horizon + 1)
-        return (slots[None, :] >= self.end_lo[:, None]) & (slots[None, :] <= self.end_hi[:, None])
+        """``[j, E]``: whether job ``j`` may end at slot ``E``."""
+        return _between(self.end_lo, self.end_hi, horizon)
+
+
+def _between(lo: np.ndarray, hi: np.ndarray, horizon: int) -> np.ndarray:
+    slots = np.arange(horizon + 1)
+    return (slots[None, :] >= lo[:, None]) & (slots[None, :] <= hi[:, None])
 
 
 @dataclass(frozen=True)
@@ -372,7 +387,6 @@ class _Master:
             np.array(indices, dtype=np.int32),
             np.array(values, dtype=float),
         )
-        self.rows = len(row_bounds)
         self.lanes: list[Lane] = []
         self.lane_cols: list[int] = []
         self.columns = len(costs)
@@ -497,15 +511,14 @@ class _LanePricing:
         n, horizon = data.n, data.horizon
         slots = np.arange(horizon + 1)
         self.length = slots[None, None, :] - slots[None, :, None]  # E − S
-        release = data.release[:, None, None]
+        whole = data.window()
+        self.start_ok = whole.starts(horizon)
         self.valid_run = (
-            (slots[None, :, None] >= release)
-            & (slots[None, :, None] <= data.last_start[:, None, None])
-            & (slots[None, None, :] <= data.last_end[:, None, None])
+            self.start_ok[:, :, None]
+            & whole.ends(horizon)[:, None, :]
             & (self.length >= data.min_slots[:, None, None])
             & (self.length <= data.max_slots[:, None, None])
         )
-        self.start_ok = (slots[None, :] >= data.release[:, None]) & (slots[None, :] <= data.last_start[:, None])
         self.max_run = int(data.max_slots.max()) if n else 0
         self.n = n
         self._valid_base, self._start_base = self.valid_run, self.start_ok
@@ -526,7 +539,6 @@ class _LanePricing:
         value = np.where(self.valid_run, value, NEG)
         loss = 1.0 - data.sigma
         pair_cost = np.where(data.shareable, eta[:, None] * loss + eta[None, :] * loss.T, np.inf)
-        self.value, self.pair_cost = value, pair_cost
         run = self._forward(value, pair_cost)
         ends_value, ends_arg = run
         best = float(ends_value.max()) if n else 0.0
@@ -649,47 +661,25 @@ class _LanePricing:
             if idle[t] > idle[t + 1]:
                 idle[t + 1] = idle[t]
                 idle_end[t + 1] = (-1, -1)
-        self.carry, self.kind, self.back_a, self.back_b = carry, kind, back_a, back_b
-        self.idle, self.idle_end = idle, idle_end
+        self.kind, self.back_a, self.back_b, self.idle_end = kind, back_a, back_b, idle_end
         return ends_value, ends_arg
 
     def _backtrack(self, job: int, start: int, end: int) -> Lane:
         """The lane whose last job ``job`` runs in ``[start, end)`` (then the GPU idles)."""
-        runs: list[tuple[int, int, int]] = []  # (job, start, end)
-        overlaps: list[dict[int, float]] = []
-
-        def add(j: int, s: int, e: int) -> int:
-            runs.append((j, s, e))
-            overlaps.append({})
-            return len(runs) - 1
-
-        def share(a: int, b: int, slots: int) -> None:
-            ja, jb = runs[a][0], runs[b][0]
-            overlaps[a][jb] = overlaps[a].get(jb, 0.0) + slots
-            overlaps[b][ja] = overlaps[b].get(ja, 0.0) + slots
-
-        current = add(job, start, end)
+        runs: list[tuple[int, int, int]] = [(job, start, end)]  # (job, start, end)
         i, s, t = job, start, end
-        guard = 0
-        while True:
-            guard += 1
-            if guard > 10 * (self.data.horizon + 2) * (self.n + 1):
-                raise RuntimeError("lane backtracking did not end")
+        for _ in range(10 * (self.data.horizon + 2) * (self.n + 1)):
             k = int(self.kind[i, s, t])
             if k == 1:
                 t -= 1
-            elif k == 2:
+            elif k == 2:  # a partner nested in [back_a, t)
                 t0 = int(self.back_a[i, s, t])
-                partner = int(self.back_b[i, s, t])
-                other = add(partner, t0, t)
-                share(current, other, t - t0)
+                runs.append((int(self.back_b[i, s, t]), t0, t))
                 t = t0
-            elif k == 3:
+            elif k == 3:  # i started at s by taking over from a job that ended at t
                 previous, previous_start = int(self.back_a[i, s, t]), int(self.back_b[i, s, t])
-                # i started at s by taking over from `previous`, which ended at t
-                other = add(previous, previous_start, t)
-                share(current, other, t - s)
-                current, i, s, t = other, previous, previous_start, s
+                runs.append((previous, previous_start, t))
+                i, s, t = previous, previous_start, s
             elif k == 4:
                 # i started at s on a free GPU: walk back over idle slots to the job that ended last
                 t = s
@@ -698,14 +688,12 @@ class _LanePricing:
                 if t == 0:
                     break
                 i, s = (int(v) for v in self.idle_end[t])
-                current = add(i, s, t)
+                runs.append((i, s, t))
             else:
                 raise RuntimeError(f"lane backtracking reached an unset state ({i}, {s}, {t})")
-        entries = tuple(
-            LaneEntry(j, s0, e0, self.data.progress(j, s0, e0, ov))
-            for (j, s0, e0), ov in zip(runs, overlaps, strict=True)
-        )
-        return Lane(entries)
+        else:
+            raise RuntimeError("lane backtracking did not end")
+        return lane_of_runs(self.data, runs)
 
 
 class _ProgressPricing:
@@ -731,20 +719,14 @@ class _ProgressPricing:
         durations = np.arange(horizon + 1)
         self.dec = np.ceil(grid * data.sigma[:, :, None] * durations[None, None, :] - 1e-9).astype(np.int64)
         self.run_cap = np.minimum(data.max_slots, horizon)
-        slots = np.arange(horizon + 1)
-        self.start_ok = (slots[None, :] >= data.release[:, None]) & (slots[None, :] <= data.last_start[:, None])
-        self.end_ok = (slots[None, :] >= (data.release + data.min_slots)[:, None]) & (
-            slots[None, :] <= data.last_end[:, None]
-        )
+        whole = data.window()
+        self.start_ok, self.end_ok = whole.starts(horizon), whole.ends(horizon)
         self._start_base, self._end_base = self.start_ok, self.end_ok
 
     def restrict(self, window: Window) -> None:
         """Run job ``j`` only inside ``window`` (a branch-and-bound node)."""
         self.start_ok = self._start_base & window.starts(self.data.horizon)
         self.end_ok = self._end_base & window.ends(self.data.horizon)
-
-    def states(self) -> int:
-        return self.n * (self.data.horizon + 1) * (self.r_max + 1)
 
     def price(self, duals: Duals, want: int) -> tuple[float, list[Lane]]:
         data = self.data
@@ -874,8 +856,8 @@ class _ProgressPricing:
                         back_r[k, ee, rr] = done_r[p_index][improve_h]
             step = idle[t] > idle[t + 1]
             idle[t + 1, step] = idle[t, step]
-        self.carry, self.kind, self.back_t, self.back_job, self.back_r = carry, kind, back_t, back_job, back_r
-        self.idle, self.idle_from_end = idle, idle_from_end
+        self.kind, self.back_t, self.back_job, self.back_r = kind, back_t, back_job, back_r
+        self.idle_from_end = idle_from_end
         top = float(ends_value.max()) if n else 0.0
         lanes = []
         for j in np.argsort(-ends_value)[:want]:
@@ -885,31 +867,20 @@ class _ProgressPricing:
         return max(top, 0.0), lanes
 
     def _backtrack(self, job: int, end: int) -> Lane:
-        runs: list[list[int]] = [[job, -1, end]]  # job, start, end
-        overlaps: list[dict[int, float]] = [{}]
-
-        def share(a: int, b: int, slots: int) -> None:
-            ja, jb = runs[a][0], runs[b][0]
-            overlaps[a][jb] = overlaps[a].get(jb, 0.0) + slots
-            overlaps[b][ja] = overlaps[b].get(ja, 0.0) + slots
-
+        runs: list[list[int]] = [[job, -1, end]]  # job, start (found when reached), end
         current, i, t, r = 0, job, end, 0
         for _ in range(10 * (self.data.horizon + 2) * (self.n + 2) * (self.r_max + 2)):
             k = int(self.kind[i, t, r])
             if k == 1:
                 t, r = t - 1, int(self.back_r[i, t, r])
-            elif k == 2:
+            elif k == 2:  # a partner nested in [back_t, t)
                 t0, partner, r0 = int(self.back_t[i, t, r]), int(self.back_job[i, t, r]), int(self.back_r[i, t, r])
                 runs.append([partner, t0, t])
-                overlaps.append({})
-                share(current, len(runs) - 1, t - t0)
                 t, r = t0, r0
-            elif k == 3:
+            elif k == 3:  # i started at back_t by taking over from a job that ended at t
                 t0, previous, r0 = int(self.back_t[i, t, r]), int(self.back_job[i, t, r]), int(self.back_r[i, t, r])
                 runs[current][1] = t0
                 runs.append([previous, -1, t])
-                overlaps.append({})
-                share(current, len(runs) - 1, t - t0)
                 current, i, t, r = len(runs) - 1, previous, t0, r0
             elif k == 4:
                 runs[current][1] = t
@@ -921,17 +892,12 @@ class _ProgressPricing:
                     break
                 i, r = last, 0
                 runs.append([i, -1, t])
-                overlaps.append({})
                 current = len(runs) - 1
             else:
                 raise RuntimeError(f"lane backtracking reached an unset state ({i}, {t}, {r})")
         else:
             raise RuntimeError("lane backtracking did not end")
-        entries = tuple(
-            LaneEntry(j, s0, e0, self.data.progress(j, s0, e0, ov))
-            for (j, s0, e0), ov in zip(runs, overlaps, strict=True)
-        )
-        return Lane(entries)
+        return lane_of_runs(self.data, [(j, s0, e0) for j, s0, e0 in runs])
 
 
 # --- the column generation ----------------------------------------------------------------------
