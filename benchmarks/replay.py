@@ -133,6 +133,11 @@ class ReplayStudy:
         Jobs with more GPUs than this are large.
     loader_options
         Other keyword options of the loader.
+    schedules_dir
+        Where to save every schedule (default: ``schedules/`` in the output folder).
+    bound_time_limit
+        Seconds for each file's proven lower bound on total JCT (:mod:`benchmarks.trace_gap`);
+        ``None``: no bound, no certified-gap table.
     """
 
     trace: str
@@ -148,6 +153,7 @@ class ReplayStudy:
     large_threshold: int = DEFAULT_LARGE_THRESHOLD
     loader_options: Mapping[str, Any] = field(default_factory=dict)
     schedules_dir: str | None = None
+    bound_time_limit: float | None = None
 
     def loader_kwargs(self) -> dict[str, Any]:
         options = dict(self.loader_options)
@@ -272,6 +278,8 @@ class ReplayOutcome:
     tables: dict[str, pd.DataFrame]  # interference variant → paper table
     files: list[Path]
     run: RunSummary
+    #: interference variant → certified gaps (:func:`benchmarks.trace_gap.certified_gap_table`)
+    certified: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
 def run_replay(
@@ -335,6 +343,18 @@ def run_replay(
             for record in rows.to_dict(orient="records"):
                 jcts.setdefault(str(record["policy"]), []).extend(record["job_jct"])
             files.append(jct_cdf(jcts, out / f"jct_cdf-{_file_stem(str(variant))}.png"))
+    certified: dict[str, pd.DataFrame] = {}
+    if study.bound_time_limit is not None:
+        from benchmarks.trace_gap import certified_gap_table, replay_bounds
+
+        bounds = replay_bounds(tasks, frame, out, time_limit=study.bound_time_limit)
+        gaps = certified_gap_table(frame, bounds)
+        for variant in dict.fromkeys(frame["interference"]):
+            if variant in gaps.index.get_level_values("interference"):
+                certified[str(variant)] = cast(pd.DataFrame, gaps.xs(variant, level="interference"))
+                path = out / f"certified_gap-{_file_stem(str(variant))}.csv"
+                certified[str(variant)].to_csv(path)
+                files.append(path)
     variants = list(dict.fromkeys(frame["interference"]))
     if figures and len(variants) > 1 and all(str(v).startswith("constant:") for v in variants):
         from benchmarks.plots import line_sweep
@@ -358,7 +378,7 @@ def run_replay(
                 title="Average JCT against the interference ratio",
             )
         )
-    return ReplayOutcome(frame, tables, files, run)
+    return ReplayOutcome(frame, tables, files, run, certified)
 
 
 def load_instance_any(path: str | Path) -> Instance:

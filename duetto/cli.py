@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from duetto.commands import demo, instances, runtime, simulate, solve, studies
+from duetto.commands import bound, demo, instances, runtime, simulate, solve, studies
 
 app = typer.Typer(
     name="duetto",
@@ -39,7 +39,7 @@ def _options(
     """Optimization-model scheduling engine for deep-learning training jobs on shared GPU clusters."""
 
 
-for module in (demo, instances, solve, simulate, studies, runtime):
+for module in (demo, instances, solve, bound, simulate, studies, runtime):
     module.register(app)
 
 

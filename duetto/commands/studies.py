@@ -380,9 +380,14 @@ def register(app: typer.Typer) -> None:
         ray_address: Annotated[str | None, typer.Option(help="run on Ray: address, or 'local'")] = None,
         progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
         figures: Annotated[bool, typer.Option(help="write the figures")] = True,
+        bound: Annotated[
+            bool, typer.Option(help="prove a lower bound on total JCT per file and print every policy's gap to it")
+        ] = True,
+        bound_time_limit: Annotated[float, typer.Option(help="seconds for each file's bound")] = 60.0,
         json_output: Annotated[bool, typer.Option("--json", help="print the tables as JSON")] = False,
     ) -> None:
-        """Replay a public trace under chosen policies; print the papers' table (hours; all/large/small)."""
+        """Replay a public trace under chosen policies; print the papers' table (hours; all/large/small)
+        and each policy's certified gap to a proven lower bound on average JCT."""
         from benchmarks.replay import ReplayStudy, run_replay
 
         if large_threshold < 0:
@@ -391,6 +396,8 @@ def register(app: typer.Typer) -> None:
             fail("--slot must be > 0")
         if limit is not None and limit < 1:
             fail("--limit must be >= 1")
+        if bound and not bound_time_limit > 0:
+            fail("--bound-time-limit must be > 0")
         study = ReplayStudy(
             trace=kind,
             paths=tuple(str(p) for p in paths),
@@ -403,6 +410,7 @@ def register(app: typer.Typer) -> None:
             slot=slot,
             restart_cost=restart_cost,
             large_threshold=large_threshold,
+            bound_time_limit=bound_time_limit if bound else None,
         )
         with _interrupt_keeps_finished_tasks(out):
             outcome = run_replay(
@@ -411,6 +419,12 @@ def register(app: typer.Typer) -> None:
         if json_output:
             print_json(
                 {variant: table.reset_index().to_dict(orient="records") for variant, table in outcome.tables.items()}
+                | {
+                    "certified_gap": {
+                        variant: table.reset_index().to_dict(orient="records")
+                        for variant, table in outcome.certified.items()
+                    }
+                }
                 | {"failed": outcome.run.failed}
             )
             _exit_if_failed([outcome.run])
@@ -424,6 +438,13 @@ def register(app: typer.Typer) -> None:
                 flat,
                 f"{files_text} on {rows['nodes']}×{rows['gpus_per_node']} GPUs, interference "
                 f"{variant} (hours; large: > {large_threshold} GPUs)",
+                digits=2,
+            )
+        for variant, gaps in outcome.certified.items():
+            _print_frame(
+                gaps.reset_index(),
+                f"certified gap, interference {variant}: average JCT (hours) against a proven lower bound "
+                "(pooled over files; docs/oracle.md)",
                 digits=2,
             )
         if not outcome.rows.empty:

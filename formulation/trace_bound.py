@@ -1,0 +1,649 @@
+"""A proven lower bound on total JCT for a whole trace: jobs with arrivals, hundreds to thousands of them.
+
+The exact model (``formulation.pyomo_model``, ``solvers``) and the lane relaxation (``formulation.lanes``)
+certify instances of tens of jobs. A trace replay has hundreds, spread over days, and policies are run
+on it in continuous time. This module bounds ``Σ_j (E_j − a_j)`` from below for such an instance, in
+the semantics of SPEC.md (the validator's), for any schedule any policy can produce: preemptive or not,
+any placement, any sub-batch, any sharing up to the cluster's capacity ``C``.
+
+The relaxation (docs/oracle.md, "Certified gaps at trace scale")
+------------------------------------------------------------------
+Each job ``j`` has its arrival ``r_j``, its shortest isolated duration ``p_j``
+(:meth:`Instance.isolated_duration`: the fastest mode on the fewest nodes) and an **effective area**
+``A_j``: the fewest GPU-seconds one unit of its work can cost. A GPU holding ``k`` jobs gives each a
+``1/k`` share of its time; a job sharing runs at rate ``1/(p_j·ξ)`` with ``ξ`` at least its ``(k−1)``-th
+smallest ratio to any job it may share with (memory, both ratios defined). So
+``A_j = G_j·p_j·min_{k ≤ C} ξ_j^{(k−1)}/k`` (``ξ^{(0)} = 1``). The cluster delivers at most ``#GPUs``
+GPU-seconds per second, and a job progresses at most at rate ``1/p_j``.
+
+* **Interval LP** (the bound, by Lagrangian duality). Time is cut into intervals ``[τ_{t−1}, τ_t)``
+  at every arrival plus a refinement, and a last interval without end. ``x_{jt}`` is the share of job
+  ``j``'s work done in interval ``t``: ``Σ_t x_{jt} = 1``; ``x_{jt} = 0`` before ``r_j``;
+  ``x_{jt}·p_j ≤ τ_t − τ_{t−1}`` (no faster than alone); ``Σ_j A_j·x_{jt} ≤ #GPUs·(τ_t − τ_{t−1})``.
+  A job's *mean busy time* is at least ``Σ_t x_{jt}·τ_{t−1}``, and because its rate is capped its
+  completion is at least that plus ``p_j/2`` (Goemans' single-machine argument). Minimise the sum.
+* **The certificate** is the Lagrangian function of that LP with the capacity rows priced by
+  ``λ_t ≥ 0``: each job then solves a fractional knapsack over its intervals (cheapest first),
+  computed exactly here in floating point. Any ``λ ≥ 0`` gives a valid bound, so the number reported
+  does not rest on the LP solver's tolerances, and a solve stopped by the time limit still certifies
+  what its prices give (or what a subgradient ascent reaches when the LP is too large to start).
+* **Order statistics** (always computed, costs ``O(n log n)``): the ``k``-th completion in any schedule
+  is at least the ``k``-th smallest ``r_j + p_j`` and at least the ``k``-th completion of SRPT on one
+  machine of speed ``#GPUs`` processing the areas (Chekuri, Motwani, Natarajan & Stein 2001): the sum
+  over ``k`` of the larger of the two. The reported bound is the larger total.
+
+The bound ignores that partners must be present at the same time, gang fragmentation and placement;
+that is where its slack is (docs/oracle.md measures it against the policies).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from formulation.instance import Instance
+
+#: Intervals per job in the default grid (arrivals plus a refinement), capped by ``max_intervals``.
+INTERVALS_PER_JOB = 6
+#: Most jobs × intervals cells the default grid allows (the Lagrangian's dense arrays).
+MAX_CELLS = 10_000_000
+
+
+@dataclass(frozen=True)
+class TraceJobs:
+    """The per-job data the bound needs, as arrays in the instance's job order."""
+
+    ids: tuple[str, ...]
+    arrival: np.ndarray  # r_j, seconds
+    duration: np.ndarray  # p_j, seconds: fastest isolated duration
+    area: np.ndarray  # A_j, GPU-seconds: fewest GPU-seconds the whole job can cost
+    num_gpus: int  # of the cluster
+    alone_work: np.ndarray = field(default_factory=lambda: np.zeros(0))  # G_j·p_j, GPU-seconds alone
+    job_class: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))  # class of each job
+    #: (c, d, ξ_{c|d}, ξ_{d|c}) for every pair of classes that may share a GPU (c = d: two jobs of c);
+    #: only filled when ``C = 2`` (the pairing cuts are for pairs)
+    class_pairs: tuple[tuple[int, int, float, float], ...] = ()
+
+
+def _min_memory(instance: Instance, job_id: str) -> float:
+    """Least GPU memory the job needs in any sub-batch (fewest bytes: the most accumulation steps)."""
+    return min(mode.memory_gib for mode in instance.modes(job_id))
+
+
+def trace_jobs(instance: Instance) -> TraceJobs:
+    """Arrivals, shortest durations and effective areas of every job (module docstring).
+
+    Jobs with the same profile, batch size and GPU count are one class, so the partner ratios are
+    looked up per pair of classes, not per pair of jobs.
+    """
+    capacity = instance.cluster.capacity
+    memory = instance.cluster.gpu_memory_gib
+    classes: dict[tuple[str, int], list[int]] = {}
+    for index, job in enumerate(instance.jobs):
+        classes.setdefault((job.profile, job.batch_size), []).append(index)
+    keys = list(classes)
+    position = {key: index for index, key in enumerate(keys)}
+    representative = {key: instance.jobs[members[0]] for key, members in classes.items()}
+    class_memory = {key: _min_memory(instance, representative[key].id) for key in keys}
+    pairs: list[tuple[int, int, float, float]] = []
+    # factor[key] = min over k <= C of (the (k-1)-th smallest ratio to a possible partner) / k
+    factor: dict[tuple[str, int], float] = {}
+    for key in keys:
+        victim = representative[key]
+        partners: list[tuple[float, int]] = []  # (ratio, how many jobs)
+        if capacity >= 2:
+            for other_key in keys:
+                count = len(classes[other_key]) - (1 if other_key == key else 0)
+                if count <= 0:
+                    continue
+                other = representative[other_key]
+                forward = instance.ratio(victim, other)
+                backward = instance.ratio(other, victim)
+                if forward is None or backward is None:
+                    continue
+                if class_memory[key] + class_memory[other_key] > memory + 1e-9:
+                    continue
+                partners.append((max(1.0, forward), count))
+                c, d = position[key], position[other_key]
+                if capacity == 2 and c <= d:
+                    pairs.append((c, d, max(1.0, forward), max(1.0, backward)))
+        partners.sort()
+        best = 1.0
+        taken = 0
+        cursor = 0
+        for k in range(2, capacity + 1):
+            # the (k-1)-th smallest ratio over distinct partner jobs
+            while cursor < len(partners) and taken + partners[cursor][1] < k - 1:
+                taken += partners[cursor][1]
+                cursor += 1
+            if cursor >= len(partners):
+                break
+            best = min(best, partners[cursor][0] / k)
+        factor[key] = best
+    arrival = np.array([job.arrival for job in instance.jobs], dtype=float)
+    duration = np.array([instance.isolated_duration(job) for job in instance.jobs], dtype=float)
+    gpus = np.array([job.num_gpus for job in instance.jobs], dtype=float)
+    scale = np.array([factor[(job.profile, job.batch_size)] for job in instance.jobs], dtype=float)
+    return TraceJobs(
+        ids=tuple(job.id for job in instance.jobs),
+        arrival=arrival,
+        duration=duration,
+        area=gpus * duration * scale,
+        num_gpus=instance.cluster.num_gpus,
+        alone_work=gpus * duration,
+        job_class=np.array([position[(job.profile, job.batch_size)] for job in instance.jobs], dtype=int),
+        class_pairs=tuple(pairs),
+    )
+
+
+# --- order statistics ---------------------------------------------------------------------------------
+def srpt_completions(release: np.ndarray, work: np.ndarray, speed: float) -> np.ndarray:
+    """Completion times, sorted, of SRPT on one machine of ``speed`` (preemptive, with releases)."""
+    order = np.argsort(release, kind="stable")
+    heap: list[tuple[float, int]] = []
+    done: list[float] = []
+    now = 0.0
+    cursor = 0
+    n = len(order)
+    while cursor < n or heap:
+        if not heap:
+            now = max(now, float(release[order[cursor]]))
+        while cursor < n and release[order[cursor]] <= now:
+            j = int(order[cursor])
+            heapq.heappush(heap, (float(work[j]) / speed, j))
+            cursor += 1
+        remaining, j = heapq.heappop(heap)
+        next_release = float(release[order[cursor]]) if cursor < n else math.inf
+        if now + remaining <= next_release:
+            now += remaining
+            done.append(now)
+        else:
+            heapq.heappush(heap, (remaining - (next_release - now), j))
+            now = next_release
+    return np.array(done)
+
+
+def order_statistics_bound(jobs: TraceJobs) -> float:
+    """``Σ_k max(k-th SRPT completion on a speed-#GPUs machine, k-th smallest r_j + p_j)`` (a bound on ``Σ E_j``)."""
+    if len(jobs.ids) == 0:
+        return 0.0
+    srpt = srpt_completions(jobs.arrival, jobs.area, float(jobs.num_gpus))
+    alone = np.sort(jobs.arrival + jobs.duration)
+    return float(np.maximum(srpt, alone).sum())
+
+
+# --- the interval LP and its Lagrangian -------------------------------------------------------------
+def interval_grid(jobs: TraceJobs, max_intervals: int) -> np.ndarray:
+    """Interval boundaries ``τ_0 < … < τ_K``: every arrival, points after each arrival at fractions of
+    that job's duration (where short jobs complete in good schedules), then a uniform refinement of
+    the busy span; the last boundary opens the interval without end (past an order-statistics
+    estimate of the last completion)."""
+    start = float(jobs.arrival.min())
+    srpt = srpt_completions(jobs.arrival, jobs.area, float(jobs.num_gpus))
+    end = max(float(srpt.max()), float((jobs.arrival + jobs.duration).max()))
+    end = start + 1.5 * (end - start)
+    points = [jobs.arrival]
+    for fraction in (0.5, 1.0, 2.0, 4.0):
+        points.append(jobs.arrival + fraction * jobs.duration)
+    base = np.unique(np.concatenate(points))
+    base = base[base <= end]
+    budget = max(0, max_intervals - len(base))
+    uniform = np.linspace(start, end, budget + 2) if budget else np.array([start, end])
+    grid = np.unique(np.concatenate([base, uniform]))
+    if len(grid) > max_intervals + 1:
+        # too many arrivals and refinement points: keep the arrivals, thin the rest evenly
+        keep = np.unique(np.concatenate([jobs.arrival, grid[:: max(1, len(grid) // max_intervals)], [end]]))
+        grid = keep
+    return grid
+
+
+@dataclass
+class _IntervalData:
+    grid: np.ndarray  # τ_0..τ_K; interval t = [τ_t, τ_{t+1}) for t < K, plus the open tail K
+    first: np.ndarray  # per job: first interval it may use
+    length: np.ndarray  # per interval (K of them): τ_{t+1} − τ_t
+
+    @property
+    def num_intervals(self) -> int:
+        return len(self.grid)  # K finite intervals and the tail
+
+
+def _interval_data(jobs: TraceJobs, grid: np.ndarray) -> _IntervalData:
+    # a job may use interval t when τ_t >= r_j (arrivals are grid points, so nothing is lost)
+    first = np.searchsorted(grid, jobs.arrival - 1e-9 * np.maximum(1.0, np.abs(jobs.arrival)), side="left")
+    return _IntervalData(grid=grid, first=first, length=np.diff(grid))
+
+
+@dataclass
+class CapacityRows:
+    """The capacity rows of the interval LP: row ``r`` reads ``Σ_j coef_r[j]·x_{j,t_r} ≤ #GPUs·|I_{t_r}|``.
+
+    The first ``K`` rows are the area rows (``coef = A_j``, one per finite interval); the pairing cuts
+    (:func:`_separate`) follow.
+    """
+
+    interval: np.ndarray  # t_r per row
+    coef: np.ndarray  # (rows, jobs)
+
+    @classmethod
+    def area_rows(cls, jobs: TraceJobs, num_finite: int) -> CapacityRows:
+        return cls(np.arange(num_finite), np.tile(jobs.area, (num_finite, 1)))
+
+    def extend(self, interval: np.ndarray, coef: np.ndarray) -> None:
+        self.interval = np.concatenate([self.interval, interval])
+        self.coef = np.vstack([self.coef, coef])
+
+    def __len__(self) -> int:
+        return len(self.interval)
+
+
+def lagrangian_value(
+    jobs: TraceJobs, data: _IntervalData, prices: np.ndarray, rows: CapacityRows | None = None
+) -> tuple[float, np.ndarray]:
+    """The Lagrangian function at capacity prices ``prices >= 0`` (one per capacity row), exactly.
+
+    Returns
+    -------
+    (value, usage)
+        The bound on ``Σ_j E_j`` and each row's left-hand side at the minimiser (for the subgradient).
+    """
+    num_finite = len(data.length)
+    if rows is None:
+        rows = CapacityRows.area_rows(jobs, num_finite)
+    prices = np.maximum(prices, 0.0)
+    # per job and finite interval: the priced cost of one unit of the job's work there
+    surcharge = np.zeros((len(jobs.ids), num_finite))
+    np.add.at(surcharge.T, rows.interval, prices[:, None] * rows.coef)
+    starts = data.grid  # mass in interval t costs at least its start τ_t (the tail: τ_K)
+    total = 0.0
+    shares = np.zeros((len(jobs.ids), num_finite))
+    for j in range(len(jobs.ids)):
+        first = int(data.first[j])
+        p = float(jobs.duration[j])
+        cost = starts[first:].copy()
+        cost[: num_finite - first] += surcharge[j, first:]
+        room = np.empty(len(cost))
+        room[: num_finite - first] = data.length[first:] / p if p > 0 else 1.0
+        room[num_finite - first :] = 1.0  # the tail has no end
+        order = np.argsort(cost, kind="stable")
+        filled = np.cumsum(room[order])
+        # cheapest first: everything up to the interval where the running total reaches 1
+        stop = min(int(np.searchsorted(filled, 1.0 - 1e-12, side="left")), len(order) - 1)
+        take = room[order[: stop + 1]].copy()
+        take[-1] = 1.0 - (filled[stop - 1] if stop > 0 else 0.0)
+        total += float(np.dot(cost[order[: stop + 1]], take)) + p / 2.0
+        chosen = order[: stop + 1]
+        finite = chosen < num_finite - first
+        shares[j, chosen[finite] + first] = take[finite]
+    usage = np.einsum("rj,jr->r", rows.coef, shares[:, rows.interval])
+    value = total - float(np.dot(prices, data.length[rows.interval])) * jobs.num_gpus
+    return value, usage
+
+
+class _IntervalLP:
+    """The interval LP in HiGHS, with its capacity rows; cuts are added as rows (warm re-solves)."""
+
+    def __init__(self, jobs: TraceJobs, data: _IntervalData, threads: int) -> None:
+        import highspy
+
+        self.hs = highspy
+        self.jobs = jobs
+        self.data = data
+        n = len(jobs.ids)
+        num_finite = len(data.length)
+        job_of = np.concatenate([np.full(num_finite + 1 - int(f), j) for j, f in enumerate(data.first)])
+        interval_of = np.concatenate([np.arange(int(f), num_finite + 1) for f in data.first])
+        self.job_of, self.interval_of = job_of, interval_of
+        is_tail = interval_of == num_finite
+        self.finite = ~is_tail
+        num_columns = len(job_of)
+        upper = np.ones(num_columns)
+        length = data.length[np.minimum(interval_of, num_finite - 1)]
+        upper[~is_tail] = np.minimum(1.0, length[~is_tail] / np.maximum(jobs.duration[job_of[~is_tail]], 1e-12))
+        # CSC: each column has its job row (1) and, unless it is the tail, its interval's area row (A_j)
+        rows_per_column = np.where(is_tail, 1, 2)
+        starts = np.concatenate([[0], np.cumsum(rows_per_column)]).astype(np.int32)
+        index = np.empty(int(starts[-1]), dtype=np.int32)
+        value = np.empty(int(starts[-1]))
+        index[starts[:-1]] = job_of
+        value[starts[:-1]] = 1.0
+        second = starts[:-1][~is_tail] + 1
+        index[second] = n + interval_of[~is_tail]
+        value[second] = jobs.area[job_of[~is_tail]]
+        lp = highspy.HighsLp()
+        lp.num_col_ = num_columns
+        lp.num_row_ = n + num_finite
+        lp.col_cost_ = data.grid[interval_of]
+        lp.col_lower_ = np.zeros(num_columns)
+        lp.col_upper_ = upper
+        lp.row_lower_ = np.concatenate([np.ones(n), np.full(num_finite, -highspy.kHighsInf)])
+        lp.row_upper_ = np.concatenate([np.ones(n), data.length * jobs.num_gpus])
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.start_ = starts
+        lp.a_matrix_.index_ = index
+        lp.a_matrix_.value_ = value
+        self.h = highspy.Highs()
+        self.h.setOptionValue("output_flag", False)
+        self.h.setOptionValue("threads", max(1, threads))
+        self.h.passModel(lp)
+        self.rows = CapacityRows.area_rows(jobs, num_finite)
+        # column of (job, finite interval), -1 where the job may not run
+        self.column = -np.ones((n, num_finite), dtype=np.int64)
+        finite_columns = np.flatnonzero(~is_tail)
+        self.column[job_of[~is_tail], interval_of[~is_tail]] = finite_columns
+
+    def solve(self, time_limit: float) -> str:
+        self.h.setOptionValue("time_limit", self.h.getRunTime() + max(0.05, float(time_limit)))
+        self.h.run()
+        return str(self.h.modelStatusToString(self.h.getModelStatus()))
+
+    @property
+    def optimal(self) -> bool:
+        return bool(self.h.getModelStatus() == self.hs.HighsModelStatus.kOptimal)
+
+    def objective(self) -> float:
+        return float(self.h.getInfo().objective_function_value)
+
+    def shares(self) -> np.ndarray:
+        """``x_{jt}`` over the finite intervals (jobs × intervals)."""
+        x = np.asarray(self.h.getSolution().col_value)
+        shares = np.zeros(self.column.shape)
+        shares[self.job_of[self.finite], self.interval_of[self.finite]] = x[self.finite]
+        return shares
+
+    def prices(self) -> np.ndarray | None:
+        """Every capacity row's price ``λ_r >= 0`` (HiGHS's duals of ``≤`` rows are ``<= 0``), or None."""
+        solution = self.h.getSolution()
+        if not solution.dual_valid:
+            return None
+        n = len(self.jobs.ids)
+        return np.maximum(-np.asarray(solution.row_dual)[n:], 0.0)
+
+    def add_cuts(self, interval: np.ndarray, coef: np.ndarray) -> None:
+        starts: list[int] = []
+        index: list[int] = []
+        value: list[float] = []
+        for t, row in zip(interval, coef, strict=True):
+            members = np.flatnonzero((row > 0) & (self.column[:, t] >= 0))
+            starts.append(len(index))
+            index.extend(self.column[members, t].tolist())
+            value.extend(row[members].tolist())
+        self.h.addRows(
+            len(interval),
+            np.full(len(interval), -self.hs.kHighsInf),
+            self.data.length[interval] * self.jobs.num_gpus,
+            len(index),
+            np.array(starts, dtype=np.int32),
+            np.array(index, dtype=np.int32),
+            np.array(value, dtype=float),
+        )
+        self.rows.extend(interval, coef)
+
+
+def _separate(jobs: TraceJobs, data: _IntervalData, shares: np.ndarray, highspy: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Pairing cuts violated by ``shares`` (``C = 2``): per interval, the weights ``v_c`` of classes that
+    maximise ``Σ_c v_c·W_c`` (``W_c``: class ``c``'s alone-GPU-seconds of work there) subject to
+    ``v_c ≤ 1`` and ``v_c/ξ_{c|d} + v_d/ξ_{d|c} ≤ 1`` for every pair that may share (``c = d``: two jobs
+    of the class). One GPU-second delivers at most 1 of weighted work whoever holds it, so
+    ``Σ_j v_{c(j)}·G_j·p_j·x_{jt} ≤ #GPUs·|I_t|`` holds for every schedule; a cut where it is violated.
+    """
+    num_classes = int(jobs.job_class.max()) + 1 if len(jobs.job_class) else 0
+    work = np.zeros((num_classes, shares.shape[1]))
+    np.add.at(work, jobs.job_class, shares * jobs.alone_work[:, None])
+    capacity = data.length * jobs.num_gpus
+    intervals: list[int] = []
+    coefs: list[np.ndarray] = []
+    candidates = np.flatnonzero(work.sum(axis=0) > capacity * (1 + 1e-7))
+    pairs = np.array(jobs.class_pairs, dtype=float).reshape(-1, 4)
+    for t in candidates:
+        active = np.flatnonzero(work[:, t] > 1e-12 * capacity[t])
+        local = {int(c): i for i, c in enumerate(active)}
+        keep = [k for k in range(len(pairs)) if int(pairs[k, 0]) in local and int(pairs[k, 1]) in local]
+        h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+        lp = highspy.HighsLp()
+        lp.num_col_ = len(active)
+        lp.sense_ = highspy.ObjSense.kMaximize
+        lp.col_cost_ = work[active, t] / capacity[t]
+        lp.col_lower_ = np.zeros(len(active))
+        lp.col_upper_ = np.ones(len(active))
+        lp.num_row_ = len(keep)
+        lp.row_lower_ = np.full(len(keep), -highspy.kHighsInf)
+        lp.row_upper_ = np.ones(len(keep))
+        starts: list[int] = []
+        index: list[int] = []
+        value: list[float] = []
+        for k in keep:
+            c, d, forward, backward = pairs[k]
+            starts.append(len(index))
+            if int(c) == int(d):
+                index.append(local[int(c)])
+                value.append(1.0 / forward + 1.0 / backward)
+            else:
+                index.extend([local[int(c)], local[int(d)]])
+                value.extend([1.0 / forward, 1.0 / backward])
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+        lp.a_matrix_.start_ = np.array([*starts, len(index)], dtype=np.int32)
+        lp.a_matrix_.index_ = np.array(index, dtype=np.int32)
+        lp.a_matrix_.value_ = np.array(value, dtype=float)
+        h.passModel(lp)
+        h.run()
+        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            continue
+        weights = np.clip(np.asarray(h.getSolution().col_value), 0.0, 1.0)
+        # the weights must satisfy every pair exactly (a cut must hold for all schedules): scale down
+        # by the worst pair's excess, which the solver's tolerance may leave
+        worst = 1.0
+        for k in keep:
+            c, d, forward, backward = pairs[k]
+            a, b = weights[local[int(c)]], weights[local[int(d)]]
+            worst = max(worst, a / forward + b / backward if int(c) != int(d) else a * (1 / forward + 1 / backward))
+        weights = weights / worst
+        if float(np.dot(weights, work[active, t])) <= capacity[t] * (1 + 1e-6):
+            continue
+        per_class = np.zeros(num_classes)
+        per_class[active] = weights
+        intervals.append(int(t))
+        coefs.append(per_class[jobs.job_class] * jobs.alone_work)
+    if not intervals:
+        return np.zeros(0, dtype=int), np.zeros((0, len(jobs.ids)))
+    return np.array(intervals, dtype=int), np.vstack(coefs)
+
+
+def _subgradient(
+    jobs: TraceJobs,
+    data: _IntervalData,
+    rows: CapacityRows,
+    prices: np.ndarray,
+    deadline: float,
+    target: float,
+    best: float,
+) -> tuple[float, np.ndarray]:
+    """Projected subgradient ascent on the prices with Polyak steps toward ``target``; best value seen."""
+    best_prices = prices.copy()
+    capacity = data.length[rows.interval] * jobs.num_gpus
+    scale = 1.0
+    stalls = 0
+    while time.monotonic() < deadline:
+        value, usage = lagrangian_value(jobs, data, prices, rows)
+        if value > best + 1e-9 * max(1.0, abs(best)):
+            best, best_prices, stalls = value, prices.copy(), 0
+        else:
+            stalls += 1
+            if stalls >= 5:
+                scale, stalls = scale / 2, 0
+                if scale < 1e-4:
+                    break
+        gradient = usage - capacity
+        norm = float(np.dot(gradient, gradient))
+        if norm <= 1e-18:
+            break
+        step = scale * max(target - value, 1e-6 * max(1.0, abs(value))) / norm
+        prices = np.maximum(0.0, prices + step * gradient)
+    return best, best_prices
+
+
+@dataclass(frozen=True)
+class TraceBound:
+    """A proven lower bound on a trace's total (and average) JCT, and how it was obtained.
+
+    Attributes
+    ----------
+    total_jct
+        Lower bound on ``Σ_j (E_j − a_j)`` in seconds.
+    average_jct
+        ``total_jct / #jobs``.
+    method
+        Which bound gave the number: ``"lagrangian"`` (interval LP prices) or ``"order-statistics"``.
+    lp_status
+        HiGHS's status of the interval LP (``"Optimal"``, ``"Time limit reached"``, ``"skipped"``, ...).
+    components
+        Every bound computed, as totals of JCT in seconds (``per_job``, ``order_statistics``,
+        ``lagrangian``, and ``lp`` where HiGHS proved the LP optimum, for comparison).
+    intervals
+        Intervals in the grid (the open tail included).
+    cut_rounds
+        Rounds of pairing cuts added to the LP.
+    seconds
+        Wall time.
+    """
+
+    total_jct: float
+    average_jct: float
+    method: str
+    lp_status: str
+    components: dict[str, float] = field(default_factory=dict)
+    intervals: int = 0
+    seconds: float = 0.0
+    num_jobs: int = 0
+    cut_rounds: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "total_jct": self.total_jct,
+            "average_jct": self.average_jct,
+            "method": self.method,
+            "lp_status": self.lp_status,
+            "components": dict(self.components),
+            "intervals": self.intervals,
+            "seconds": self.seconds,
+            "num_jobs": self.num_jobs,
+            "cut_rounds": self.cut_rounds,
+        }
+
+
+def trace_lower_bound(
+    instance: Instance,
+    *,
+    time_limit: float = 60.0,
+    max_intervals: int | None = None,
+    threads: int = 1,
+    upper_bound: float | None = None,
+    pairing_cuts: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> TraceBound:
+    """A proven lower bound on the total JCT of ``instance`` under any schedule (module docstring).
+
+    Parameters
+    ----------
+    instance
+        The trace (any size; arrivals allowed).
+    time_limit
+        Seconds for the whole computation; the LP gets what the grid leaves, the subgradient the rest.
+    max_intervals
+        Cap on the grid's intervals (default ``INTERVALS_PER_JOB · #jobs``, at least 2,000, at most 20,000
+        and ``MAX_CELLS`` jobs × intervals).
+    threads
+        HiGHS threads.
+    upper_bound
+        A known total JCT (e.g. the best policy's), the subgradient's target when the LP cannot finish.
+    pairing_cuts
+        Add the pairing cuts (``C = 2``: which classes may share, at which ratios; :func:`_separate`)
+        and re-solve while they are violated and time is left.
+    progress
+        Called with a short message at each phase.
+
+    Returns
+    -------
+    TraceBound
+    """
+    begin = time.monotonic()
+    deadline = begin + max(0.0, time_limit)
+    say = progress or (lambda _message: None)
+    jobs = trace_jobs(instance)
+    n = len(jobs.ids)
+    arrivals = float(jobs.arrival.sum())
+    if n == 0:
+        return TraceBound(0.0, 0.0, "order-statistics", "skipped", {}, 0, time.monotonic() - begin, 0)
+    per_job = float((jobs.arrival + jobs.duration).sum())
+    ordered = order_statistics_bound(jobs)
+    components = {"per_job": per_job - arrivals, "order_statistics": ordered - arrivals}
+    if max_intervals is not None:
+        cap = max_intervals
+    else:
+        # the Lagrangian keeps jobs × intervals arrays: about 10 million cells at most
+        cap = min(20_000, max(2_000, INTERVALS_PER_JOB * n), max(50, MAX_CELLS // n))
+    grid = interval_grid(jobs, cap)
+    data = _interval_data(jobs, grid)
+    rows = CapacityRows.area_rows(jobs, len(data.length))
+    prices = np.zeros(len(rows))
+    best = lagrangian_value(jobs, data, prices, rows)[0]
+    status = "skipped"
+    rounds = 0
+    left = deadline - time.monotonic()
+    if left > 0.5:
+        say(f"interval LP: {n} jobs x {data.num_intervals} intervals")
+        model = _IntervalLP(jobs, data, threads)
+        rows = model.rows
+        evaluation_time = 0.0
+        while True:
+            # keep time for one more evaluation of the Lagrangian after the solve
+            status = model.solve(max(0.05, deadline - time.monotonic() - evaluation_time))
+            found = model.prices()
+            if found is not None:
+                tick = time.monotonic()
+                value = lagrangian_value(jobs, data, found, rows)[0]
+                evaluation_time = time.monotonic() - tick
+                if value > best:
+                    best, prices = value, found
+            if not model.optimal:
+                break
+            components["lp"] = model.objective() + float(jobs.duration.sum()) / 2 - arrivals
+            if not pairing_cuts or not jobs.class_pairs or time.monotonic() + 2 * evaluation_time >= deadline:
+                break
+            interval, coef = _separate(jobs, data, model.shares(), model.hs)
+            if len(interval) == 0:
+                break
+            rounds += 1
+            say(f"pairing cuts, round {rounds}: {len(interval)} intervals")
+            model.add_cuts(interval, coef)
+            if len(prices) < len(rows):
+                prices = np.concatenate([prices, np.zeros(len(rows) - len(prices))])
+    if status != "Optimal" and time.monotonic() < deadline:
+        say("subgradient ascent on the interval prices")
+        if len(prices) < len(rows):
+            prices = np.concatenate([prices, np.zeros(len(rows) - len(prices))])
+        target = upper_bound + arrivals if upper_bound is not None else max(best, ordered) * 1.2
+        best, prices = _subgradient(jobs, data, rows, prices, deadline, target, best)
+    components["lagrangian"] = best - arrivals
+    if components["lagrangian"] >= components["order_statistics"]:
+        total, method = components["lagrangian"], "lagrangian"
+    else:
+        total, method = components["order_statistics"], "order-statistics"
+    return TraceBound(
+        total_jct=total,
+        average_jct=total / n,
+        method=method,
+        lp_status=status,
+        components=components,
+        intervals=data.num_intervals,
+        seconds=time.monotonic() - begin,
+        num_jobs=n,
+        cut_rounds=rounds,
+    )
