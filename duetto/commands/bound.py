@@ -115,4 +115,3 @@ def register(app: typer.Typer) -> None:
             for row in certified:
                 gaps.add_row(str(row["schedule"]), _hours(row["jct_avg"]), f"{row['gap_pct']:.1f} %")
             console.print(gaps)
-
