@@ -105,6 +105,10 @@ def daemon(
         default_max_retries=max_retries,
         debug_crash_after_launches=debug_crash_after_launches,
     )
+    if settings.backend == "ray":  # before the state directory is touched: nothing half-started
+        from formulation.extras import require_extra
+
+        require_extra("ray", "the Ray backend (--backend ray)")
     run_daemon(settings)
 
 
