@@ -2,10 +2,10 @@
 DataFrames.
 
 They run the same code as ``duetto gap`` / ``duetto scale`` / ``duetto replay`` (:mod:`benchmarks`):
-every schedule is validated, tasks run in parallel (local processes, or Ray with ``ray_address``) and,
-with ``out``, a rerun resumes from the rows already stored there (and writes the CSV tables and figures
-the commands write). Without ``out`` the study runs in a temporary folder and only the DataFrame is
-kept.
+every schedule is validated; tasks run one after the other in this process (in parallel with
+``workers=N``, or on Ray with ``ray_address``); with ``out``, a rerun resumes from the rows already
+stored there, and the CSV tables and figures the commands write are written there. Without ``out``
+the study runs in a temporary folder and only the DataFrame is kept.
 
 Example::
 
@@ -149,7 +149,7 @@ def gap_study(
     target_slots: int = 120,
     num_workers: int | None = None,
     out: str | Path | None = None,
-    workers: int | None = None,
+    workers: int | None = 1,
     ray_address: str | None = None,
     progress: bool = False,
     figures: bool = True,
@@ -187,9 +187,13 @@ def gap_study(
         Folder for ``rows.jsonl`` (resumable), ``gap.csv`` (and ``.parquet`` with the ``parquet``
         extra), ``summary.csv`` and, with ``figures``, the box plot and gap-against-n figures. ``None``:
         a temporary folder, removed afterwards.
-    workers, ray_address
-        Local processes (default: the CPU count over a solve's threads), or run on Ray (an address or
-        ``"local"``; needs the ``ray`` extra).
+    workers
+        Tasks at once. ``1`` (default): one after the other in this process (exact solves still run in
+        their own worker process), which is safe from a plain script or a notebook. ``N`` or ``None``
+        (the CPU count over a solve's threads): a pool of processes; Python starts them by re-importing
+        the calling script, so call the study under ``if __name__ == "__main__":`` in a script.
+    ray_address
+        Run the tasks on Ray instead: an address or ``"local"`` (needs the ``ray`` extra).
     progress
         Show a progress bar on stderr.
     figures
@@ -250,7 +254,7 @@ def scale_study(
     load: float = 1.0,
     num_workers: int | None = None,
     out: str | Path | None = None,
-    workers: int | None = None,
+    workers: int | None = 1,
     ray_address: str | None = None,
     progress: bool = False,
     figures: bool = True,
@@ -337,7 +341,7 @@ def replay(
     restart_cost: float = 0.0,
     large_threshold: int = 4,
     out: str | Path | None = None,
-    workers: int | None = None,
+    workers: int | None = 1,
     ray_address: str | None = None,
     progress: bool = False,
     figures: bool = True,

@@ -46,3 +46,14 @@ def test_the_readme_keeps_its_two_commands_and_documents_each_extra() -> None:
     row = next(line for line in install.splitlines() if line.startswith("| core"))
     packages, size, seconds = (cell.strip() for cell in row.strip("|").split("|")[1:])
     assert int(packages) > 0 and size.endswith(" MB") and seconds.endswith(" s")
+
+
+def test_every_public_name_is_documented() -> None:
+    import duetto
+
+    api = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    missing = [name for name in duetto.__all__ if name != "__version__" and f"`{name}" not in api]
+    assert missing == []
+    for name in ("gap_study", "scale_study", "replay", "jobs_frame"):
+        function = getattr(duetto, name)
+        assert "Returns" in (function.__doc__ or ""), name  # numpy-style docstring with its return value

@@ -162,3 +162,17 @@ def test_jobs_frame_of_a_simulation_and_of_a_solve() -> None:
     empty = duetto.Result(duetto.SolveStatus.UNKNOWN, float("nan"), float("nan"), None, "cpsat")
     with pytest.raises(duetto.DuettoInputError, match="without a schedule"):
         empty.jobs_frame(instance)
+
+
+def test_a_study_runs_from_a_plain_script_without_a_main_guard(tmp_path: Path) -> None:
+    # by default the tasks run in the calling process: no pool re-imports (and re-runs) the script
+    script = tmp_path / "study.py"
+    script.write_text(
+        "import duetto\n"
+        "rows = duetto.scale_study(solvers=(), policies='fifo', policy_sizes=8, seeds=2)\n"
+        "print('rows', len(rows), bool(rows['validated'].all()))\n",
+        encoding="utf-8",
+    )
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == ["rows 2 True"]
