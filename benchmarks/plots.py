@@ -78,9 +78,26 @@ def gap_boxplot(frame: pd.DataFrame, path: str | Path) -> Path:
     return _save(fig, Path(path))
 
 
-def gap_vs_n(frame: pd.DataFrame, path: str | Path) -> Path:
+def _integer_job_ticks(ax: Any, sizes: Sequence[float], *, log: bool = False, most: int = 12) -> None:
+    """Ticks of a job-count axis are whole numbers: at the measured sizes when there are at most ``most``
+    of them, else where matplotlib puts them, printed as integers (``1,000``, not ``10^3`` or ``2.5``)."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter, NullLocator
+
+    values = sorted({round(v) for v in sizes})
+    as_integer = FuncFormatter(lambda value, _: f"{value:,.0f}")
+    if values and len(values) <= most:
+        ax.set_xticks(values, [f"{v:,}" for v in values])
+        ax.xaxis.set_minor_locator(NullLocator())  # a log axis's unlabelled minor ticks would read as sizes
+        return
+    if not log:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.xaxis.set_major_formatter(as_integer)
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def gap_vs_n_figure(frame: pd.DataFrame) -> Any:
     """Median gap (%) against a proven optimum against the number of jobs per method, with the p95 as a
-    whisker (instances without a proof are left out: their gap is only bounded)."""
+    whisker (instances without a proof are left out: their gap is only bounded); a ``Figure``."""
     plt = _pyplot()
     data = frame[frame["gap"].notna() & (frame["gap_kind"] == "optimum")]
     fig, ax = plt.subplots(figsize=(6, 4.2))
@@ -100,14 +117,20 @@ def gap_vs_n(frame: pd.DataFrame, path: str | Path) -> Path:
     ax.set_ylabel("gap to proven optimum (%): median, whisker to p95")
     ax.set_title("Gap against instance size (proven instances)")
     ax.axhline(0, color="grey", lw=0.6)
+    _integer_job_ticks(ax, data["n"].astype(float).tolist())
     if len(data):
         ax.legend(fontsize=8)
-    return _save(fig, Path(path))
+    return fig
 
 
-def scaling_loglog(frame: pd.DataFrame, fits: Mapping[str, tuple[float, float]], path: str | Path) -> Path:
+def gap_vs_n(frame: pd.DataFrame, path: str | Path) -> Path:
+    """Write :func:`gap_vs_n_figure` to ``path``."""
+    return _save(gap_vs_n_figure(frame), Path(path))
+
+
+def scaling_loglog_figure(frame: pd.DataFrame, fits: Mapping[str, tuple[float, float]]) -> Any:
     """Median wall time against job count per method on log-log axes, with the fitted power law
-    ``t = c·n^b`` (legend shows ``b``)."""
+    ``t = c·n^b`` (legend shows ``b``); a ``Figure``."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 5))
     palette = plt.get_cmap("tab20")
@@ -123,11 +146,17 @@ def scaling_loglog(frame: pd.DataFrame, fits: Mapping[str, tuple[float, float]],
             ax.plot(xs, math.exp(fit[0]) * xs ** fit[1], "-", color=color, lw=1)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    _integer_job_ticks(ax, frame["n"].astype(float).tolist(), log=True)
     ax.set_xlabel("jobs (n)")
     ax.set_ylabel("wall seconds (median)")
     ax.set_title("Time to schedule against job count")
     ax.legend(fontsize=7)
-    return _save(fig, Path(path))
+    return fig
+
+
+def scaling_loglog(frame: pd.DataFrame, fits: Mapping[str, tuple[float, float]], path: str | Path) -> Path:
+    """Write :func:`scaling_loglog_figure` to ``path``."""
+    return _save(scaling_loglog_figure(frame, fits), Path(path))
 
 
 def jct_cdf(jcts: Mapping[str, Sequence[float]], path: str | Path, *, unit: float = 3600.0) -> Path:
@@ -146,54 +175,160 @@ def jct_cdf(jcts: Mapping[str, Sequence[float]], path: str | Path, *, unit: floa
     return _save(fig, Path(path))
 
 
-def gantt(
-    instance: Instance, report: ValidationReport, path: str | Path, *, title: str | None = None, max_labels: int = 400
-) -> Path:
-    """Per-GPU Gantt chart from the validator's occupancy intervals: one row per GPU, one bar per job;
-    a GPU holding two jobs at once is drawn as two half-height bars (hatched: shared)."""
+#: A chart shows every GPU while at most this many are never used; beyond, unused GPUs get no row.
+GANTT_MAX_EMPTY_ROWS = 8
+#: Font size of the job labels on the bars (points).
+GANTT_LABEL_POINTS = 5.0
+#: Width of the Gantt chart (inches); its height follows the number of rows.
+GANTT_WIDTH_INCHES = 11.0
+
+
+def _text_width_points(text: str, points: float) -> float:
+    """Width of ``text`` set in ``points``-point sans-serif, a little generous (0.62 em per character:
+    digits and lower-case letters are narrower, so a label judged to fit does fit)."""
+    return 0.62 * points * len(text)
+
+
+def _wrap_entries(head: str, entries: Sequence[str], width: int) -> list[str]:
+    """``head`` and the entries in lines of at most about ``width`` characters, never splitting an entry."""
+    lines = [head]
+    for entry in entries:
+        if len(lines[-1]) + 3 + len(entry) > width:
+            lines.append(entry)
+        else:
+            lines[-1] += "   " + entry
+    return lines
+
+
+def gantt_figure(
+    instance: Instance,
+    report: ValidationReport,
+    *,
+    title: str | None = None,
+    max_labels: int = 2000,
+    max_empty_rows: int = GANTT_MAX_EMPTY_ROWS,
+) -> Any:
+    """Per-GPU Gantt chart from the validator's occupancy intervals, as a matplotlib ``Figure`` (the
+    caller saves or closes it; :func:`gantt` writes it to a file).
+
+    * One row per GPU and one bar per job; a GPU holding two jobs at once is drawn as two half-height
+      bars, hatched, and the legend says so.
+    * A bar is labelled with its job id where the id fits inside it, else with the job's number
+      (``1`` = the instance's first job) where that fits; the numbers used are keyed under the chart
+      (``1 j0 · 2 j1 ...``), so no label needs hovering. At most ``max_labels`` labels.
+    * GPUs that no job ever used get no row once there are more than ``max_empty_rows`` of them (a
+      128-GPU cluster serving a small trace is not 96 empty rows); the title says how many are hidden.
+    """
+    from matplotlib.patches import Patch
+
     plt = _pyplot()
     num_gpus = instance.cluster.num_gpus
+    gpn = instance.cluster.gpus_per_node
     order = {job.id: i for i, job in enumerate(instance.jobs)}
+    used = sorted({item.gpu for item in report.occupancy})
+    hidden = num_gpus - len(used) if num_gpus - len(used) > max_empty_rows else 0
+    rows = used if hidden else list(range(num_gpus))
+    row_of = {gpu: row for row, gpu in enumerate(rows)}
+    height_inches = max(2.5, 0.28 * len(rows) + 1.6)
+    fig, ax = plt.subplots(figsize=(GANTT_WIDTH_INCHES, height_inches))
     cmap = plt.get_cmap("tab20")
-    fig, ax = plt.subplots(figsize=(11, max(2.5, 0.28 * num_gpus + 1.2)))
-    labelled = 0
     first = min((o.start for o in report.occupancy), default=0.0)
     last = max((o.end for o in report.occupancy), default=1.0)
-    min_label = 0.03 * max(last - first, 1e-9)  # bars narrower than this get no text (it would overlap)
+    span = max(last - first, 1e-9)
+    ax.set_xlim(first - 0.01 * span, last + 0.01 * span)
+    # points per second of the x axis: the axes take about 85 % of the figure's width
+    points_per_second = 0.85 * GANTT_WIDTH_INCHES * 72.0 / (1.02 * span)
+    labelled = 0
+    keyed: dict[str, int] = {}
+    shared_drawn = False
     for item in report.occupancy:
         share = len(item.jobs)
         height = 0.8 / share
+        width = item.end - item.start
         for k, job_id in enumerate(item.jobs):
-            bottom = item.gpu - 0.4 + k * height
+            bottom = row_of[item.gpu] - 0.4 + k * height
             ax.broken_barh(
-                [(item.start, item.end - item.start)],
+                [(item.start, width)],
                 (bottom, height),
                 facecolors=cmap(order.get(job_id, 0) % 20),
                 edgecolor="black",
                 linewidth=0.3,
                 hatch="//" if share > 1 else None,
             )
-            if labelled < max_labels and (item.end - item.start) >= min_label:
-                ax.text(
-                    item.start + (item.end - item.start) / 2,
-                    bottom + height / 2,
-                    job_id,
-                    ha="center",
-                    va="center",
-                    fontsize=5,
-                    clip_on=True,
-                )
-                labelled += 1
-    gpn = instance.cluster.gpus_per_node
-    for node in range(1, instance.cluster.nodes):
-        ax.axhline(node * gpn - 0.5, color="grey", lw=0.5)
-    ax.set_ylim(-0.6, num_gpus - 0.4)
-    ax.set_yticks(range(num_gpus), [f"{g // gpn}:{g % gpn}" for g in range(num_gpus)], fontsize=6)
+            shared_drawn = shared_drawn or share > 1
+            if labelled >= max_labels:
+                continue
+            room = width * points_per_second - 2.0  # a point of margin each side
+            number = str(order.get(job_id, 0) + 1)
+            if _text_width_points(job_id, GANTT_LABEL_POINTS) <= room:
+                text = job_id
+            elif _text_width_points(number, GANTT_LABEL_POINTS) <= room:
+                text = number
+                keyed[job_id] = order.get(job_id, 0) + 1
+            else:
+                continue
+            ax.text(
+                item.start + width / 2,
+                bottom + height / 2,
+                text,
+                ha="center",
+                va="center",
+                fontsize=GANTT_LABEL_POINTS,
+                clip_on=True,
+                gid=f"label:{job_id}",
+                # over a hatched (shared) bar the text sits on a light patch to stay legible
+                bbox={"facecolor": "white", "alpha": 0.7, "pad": 0.4, "linewidth": 0} if share > 1 else None,
+            )
+            labelled += 1
+    for row in range(1, len(rows)):  # a line between nodes
+        if rows[row] // gpn != rows[row - 1] // gpn:
+            ax.axhline(row - 0.5, color="grey", lw=0.5)
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set_yticks(range(len(rows)), [f"{g // gpn}:{g % gpn}" for g in rows], fontsize=6)
     ax.invert_yaxis()
     ax.set_xlabel("time (s)")
     ax.set_ylabel("GPU (node:index)")
-    ax.set_title(title or f"{instance.name}: schedule per GPU")
-    return _save(fig, Path(path))
+    heading = title or f"{instance.name}: schedule per GPU"
+    if hidden:
+        heading += f"\n{hidden} of {num_gpus} GPUs never used (not drawn)"
+    ax.set_title(heading, fontsize=9, loc="left")
+    handles = [Patch(facecolor="lightgrey", edgecolor="black", linewidth=0.3, label="one job on the GPU")]
+    if shared_drawn:
+        handles.append(
+            Patch(facecolor="white", edgecolor="black", linewidth=0.3, hatch="//", label="GPU shared by two jobs")
+        )
+    # above the axes, right: it takes no width from the bars (which decide what labels fit)
+    ax.legend(handles=handles, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=2, fontsize=7, frameon=False)
+    if keyed:
+        entries = [f"{number} {job_id}" for job_id, number in sorted(keyed.items(), key=lambda kv: kv[1])]
+        lines = _wrap_entries("job numbers:", entries, width=250)
+        ax.annotate(
+            "\n".join(lines),
+            xy=(0.0, 0.0),
+            xycoords="axes fraction",
+            xytext=(0.0, -38.0),  # points: below the tick labels and the x label
+            textcoords="offset points",
+            ha="left",
+            va="top",
+            fontsize=GANTT_LABEL_POINTS,
+            gid="job-key",
+        )
+        fig.set_size_inches(GANTT_WIDTH_INCHES, height_inches + len(lines) * 1.3 * GANTT_LABEL_POINTS / 72.0)
+    return fig
+
+
+def gantt(
+    instance: Instance,
+    report: ValidationReport,
+    path: str | Path,
+    *,
+    title: str | None = None,
+    max_labels: int = 2000,
+    max_empty_rows: int = GANTT_MAX_EMPTY_ROWS,
+) -> Path:
+    """Write :func:`gantt_figure` to ``path`` (format by suffix)."""
+    figure = gantt_figure(instance, report, title=title, max_labels=max_labels, max_empty_rows=max_empty_rows)
+    return _save(figure, Path(path))
 
 
 def line_sweep(

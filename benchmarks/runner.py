@@ -38,6 +38,7 @@ from typing import Any
 import pandas as pd
 
 from formulation.errors import DuettoInputError
+from formulation.extras import duetto_extra_missing, has_extra, require_extra
 from formulation.io import write_text_atomic
 
 Row = dict[str, Any]
@@ -209,6 +210,8 @@ def run_tasks(
     started = time.perf_counter()
     if not todo:
         return summary
+    if ray_address is not None:
+        require_extra("ray", "running a study on Ray (--ray-address)")
     count = workers if workers is not None else (os.cpu_count() or 1)
     if count < 1:
         raise DuettoInputError(f"must be >= 1, got {count}", field="workers")
@@ -345,11 +348,19 @@ def _run_ray(
 
 
 def write_table(frame: pd.DataFrame, path_stem: str | Path) -> list[Path]:
-    """Write ``frame`` as ``<stem>.csv`` and ``<stem>.parquet``; returns the paths."""
+    """Write ``frame`` as ``<stem>.csv`` and, with the ``parquet`` extra installed, ``<stem>.parquet``;
+    returns the paths written. Without pyarrow the CSV is the whole result and one line on stderr says
+    how to get the Parquet copy (a study must not fail at its end for an optional format)."""
     stem = Path(path_stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     csv_path = stem.with_suffix(".csv")
     parquet_path = stem.with_suffix(".parquet")
     frame.to_csv(csv_path, index=False)
+    if not has_extra("parquet"):
+        print(
+            f"note: {parquet_path.name} not written: {duetto_extra_missing('parquet', 'Parquet output')}",
+            file=sys.stderr,
+        )
+        return [csv_path]
     frame.to_parquet(parquet_path, index=False)
     return [csv_path, parquet_path]

@@ -25,6 +25,7 @@ from cluster_runtime.backends import agent_mps_settings
 from cluster_runtime.config import RuntimeConfig
 from cluster_runtime.inventory import GpuInfo, Inventory, NodeInfo, renumber
 from formulation.errors import DuettoInputError
+from formulation.extras import require_extra
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ class RayBackend:
     name = "ray"
 
     def __init__(self, config: RuntimeConfig) -> None:
+        require_extra("ray", "the Ray backend (--backend ray)")
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 

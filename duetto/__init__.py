@@ -21,7 +21,10 @@ models, :class:`Schedule`; :func:`generate_instance` (the seeded random family),
 :func:`save_schedule`. Measuring: :func:`validate` (the one validator) and :func:`compute_metrics`.
 The oracle: :func:`solve`, :func:`solve_many`, :class:`Result`, :class:`SolveStatus`,
 :func:`available_solvers`, :func:`choose_slot`. Policies: :func:`simulate`, :func:`make_policy`,
-:func:`policy_names`, :func:`register_policy`. Every user mistake raises :class:`DuettoInputError`.
+:func:`policy_names`, :func:`register_policy`. Results as tables: :func:`jobs_frame` (one row per job;
+also ``SimulationResult.jobs_frame()`` and ``Result.jobs_frame(instance)``) and the studies
+:func:`gap_study`, :func:`scale_study` and :func:`replay` (pandas DataFrames, the same code as
+``duetto gap`` / ``scale`` / ``replay``). Every user mistake raises :class:`DuettoInputError`.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from duetto.results import jobs_frame
+    from duetto.studies import StudyFailedError, gap_study, replay, scale_study
     from formulation.cluster import Cluster
     from formulation.discretize import choose_slot
     from formulation.errors import DuettoInputError, InfeasibleInstanceError
@@ -79,6 +84,11 @@ _EXPORTS: dict[str, str] = {
     "available_solvers": "solvers",
     "solve": "solvers",
     "solve_many": "solvers",
+    "jobs_frame": "duetto.results",
+    "gap_study": "duetto.studies",
+    "scale_study": "duetto.studies",
+    "replay": "duetto.studies",
+    "StudyFailedError": "duetto.studies",
 }
 
 __all__ = [
@@ -94,21 +104,26 @@ __all__ = [
     "Schedule",
     "SimulationResult",
     "SolveStatus",
+    "StudyFailedError",
     "TableInterference",
     "ValidationReport",
     "__version__",
     "available_solvers",
     "choose_slot",
     "compute_metrics",
+    "gap_study",
     "generate_instance",
+    "jobs_frame",
     "load_instance",
     "load_schedule",
     "load_trace",
     "make_policy",
     "policy_names",
     "register_policy",
+    "replay",
     "save_instance",
     "save_schedule",
+    "scale_study",
     "simulate",
     "solve",
     "solve_many",

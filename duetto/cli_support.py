@@ -13,6 +13,7 @@ from typing import Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from formulation.errors import DuettoInputError
@@ -39,7 +40,8 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
 
 def fail(message: str, code: int = EXIT_INPUT_ERROR) -> NoReturn:
     """Print ``error: message`` on one line to stderr and exit with ``code``."""
-    error_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    # escaped: a message is plain text ("pip install 'duetto[ray]'" must not be read as Rich markup)
+    error_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from formulation.errors import DuettoInputError
+from formulation.extras import require_extra
 from formulation.paths import shared_data_dir
 from formulation.speed import Profile
 
@@ -347,6 +348,7 @@ DEFAULT_HYPERPARAMETERS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
 
 
 def _make_estimator(estimator: Estimator, seed: int, **overrides: Any) -> Any:
+    require_extra("predictor", "fitting the interference predictor")
     from sklearn.ensemble import GradientBoostingRegressor
     from sklearn.tree import DecisionTreeRegressor
 
@@ -399,6 +401,7 @@ def held_out_rmse(
         ``seed, estimator, split, train, test, rmse, mae, rmse_baseline`` (baseline: the training
         median), ``rmse_v100`` (test rows on v100 only).
     """
+    require_extra("predictor", "fitting the interference predictor")
     from sklearn.model_selection import GroupShuffleSplit
 
     x = design_matrix(samples, features)
@@ -441,6 +444,7 @@ def out_of_fold_predictions(
 ) -> np.ndarray:
     """ξ of every sample predicted by a model that never saw its group (``folds``-fold cross-fitting by
     group, seeded), clipped to >= 1: the honest "predicted instead of measured" table."""
+    require_extra("predictor", "fitting the interference predictor")
     from sklearn.model_selection import GroupKFold
 
     x = design_matrix(samples, features)

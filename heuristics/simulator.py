@@ -18,7 +18,7 @@ import math
 import time as _time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from formulation.errors import DuettoInputError
 from formulation.instance import Instance
@@ -26,6 +26,9 @@ from formulation.schedule import Schedule
 from heuristics.core import Policy, Start
 from heuristics.loop import LoopStats, PolicyStalledError, SchedulingLoop
 from heuristics.registry import make_policy
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: Completions closer than this (relative) to the event time are processed together (the validator
 #: merges completions the same way).
@@ -74,6 +77,13 @@ class SimulationResult:
         """Average JCT from the simulator's own completions."""
         jobs = self.instance.jobs
         return sum(self.completion[j.id] - j.arrival for j in jobs) / len(jobs) if jobs else math.nan
+
+    def jobs_frame(self) -> pd.DataFrame:
+        """One row per job (start, completion, JCT, GPUs, sharing) as a pandas DataFrame, measured by the
+        validator: see :func:`duetto.results.jobs_frame`."""
+        from duetto.results import jobs_frame
+
+        return jobs_frame(self.instance, self.schedule, report=self.report)
 
 
 def with_capacity(instance: Instance, capacity: int | None) -> Instance:

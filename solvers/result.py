@@ -5,9 +5,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from formulation.schedule import Schedule
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from formulation.instance import Instance
 
 
 class SolveStatus(StrEnum):
@@ -68,6 +73,14 @@ class Result:
     @property
     def proven_optimal(self) -> bool:
         return self.status is SolveStatus.OPTIMAL
+
+    def jobs_frame(self, instance: Instance) -> pd.DataFrame:
+        """One row per job of ``instance`` (start, completion, JCT, GPUs, sharing) in this result's schedule,
+        as a pandas DataFrame measured by the validator: see :func:`duetto.results.jobs_frame`. Raises
+        :class:`~formulation.errors.DuettoInputError` when the solve found no schedule."""
+        from duetto.results import jobs_frame, require_schedule
+
+        return jobs_frame(instance, require_schedule(self.schedule, self.status.value))
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready summary: status, objective, bound, gap, wall times and statistics."""

@@ -6,10 +6,17 @@ import importlib
 import json
 import subprocess
 import sys
+from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import duetto
+from duetto.results import JOB_COLUMNS
+from formulation.paths import shared_data_dir
+
+POLLUX = shared_data_dir() / "pollux" / "workloads-1.5" / "workload-1.csv"
+needs_data = pytest.mark.skipif(not POLLUX.is_file(), reason="shared data not available")
 
 
 def test_every_public_name_is_the_object_of_its_home_module() -> None:
@@ -73,3 +80,99 @@ def test_output_to_a_pipe_is_not_squeezed_into_80_columns() -> None:
     env["COLUMNS"] = "100"
     chosen = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert int(chosen.stdout) == 100
+
+
+# --- studies and per-job results from the public API ------------------------------------------------
+
+
+def test_gap_study_returns_the_rows_and_each_row_is_the_documented_solve_or_simulation(tmp_path: Path) -> None:
+    rows = duetto.gap_study(
+        sizes=3, cluster="1x2", seeds=2, arrivals="zero", policies=["fifo", "sjf-bsbf"], time_limit=30, workers=1
+    )
+    assert isinstance(rows, pd.DataFrame) and len(rows) == 2 * 3  # 2 instances x (oracle + 2 policies)
+    assert set(rows["method"]) == {"oracle:cpsat", "fifo", "sjf-bsbf"} and rows["validated"].all()
+    oracle = rows[rows["method"] == "oracle:cpsat"]
+    assert oracle["proven_optimal"].all() and (oracle["gap"] == 0).all()
+    assert (rows.loc[rows["gap_kind"] == "optimum", "gap"] >= 0).all()  # non-preemptive policies: never below
+    for record in rows[rows["method"] != "oracle:cpsat"].to_dict(orient="records"):
+        # the same instance and slot through the public API give the row's numbers
+        instance = duetto.generate_instance(3, nodes=1, gpus_per_node=2, seed=int(record["seed"]))
+        policy = duetto.simulate(instance, str(record["method"]), slot=float(record["slot"]))
+        assert policy.metrics is not None
+        assert record["objective"] == pytest.approx(policy.metrics["total_jct"])
+        optimum = float(oracle.loc[oracle["seed"] == record["seed"], "objective"].iloc[0])
+        assert record["gap"] == pytest.approx(policy.metrics["total_jct"] / optimum - 1)
+    # with a folder: the command's files, and a rerun reads the stored rows (same frame)
+    kept = duetto.gap_study(
+        sizes=3, cluster=(1, 2), seeds=[0], arrivals="zero", policies="fifo", out=tmp_path, workers=1, figures=False
+    )
+    assert (tmp_path / "gap.csv").is_file() and (tmp_path / "summary.csv").is_file()
+    again = duetto.gap_study(sizes=3, cluster=(1, 2), seeds=[0], arrivals="zero", policies="fifo", out=tmp_path)
+    pd.testing.assert_frame_equal(kept, again)
+
+
+def test_studies_refuse_bad_arguments_before_running() -> None:
+    with pytest.raises(duetto.DuettoInputError, match="unknown policy"):
+        duetto.gap_study(sizes=3, policies=["no-such-policy"])
+    with pytest.raises(duetto.DuettoInputError, match="cluster"):
+        duetto.gap_study(sizes=3, cluster="2y4", policies="fifo")
+    with pytest.raises(duetto.DuettoInputError, match="seeds"):
+        duetto.scale_study(solvers=(), policies="fifo", seeds=0)
+    with pytest.raises(duetto.DuettoInputError, match="no such file"):
+        duetto.replay("pollux", "no-such-trace.csv", policies="fifo")
+
+
+def test_scale_study_returns_one_row_per_method_size_and_seed() -> None:
+    rows = duetto.scale_study(solvers=(), policies=["fifo", "sjf"], policy_sizes=(8, 16), seeds=2, workers=1)
+    assert len(rows) == 2 * 2 * 2 and rows["validated"].all()
+    assert sorted(set(rows["n"])) == [8, 16] and set(rows["method"]) == {"fifo", "sjf"}
+    assert (rows["seconds"] > 0).all()
+
+
+@needs_data
+def test_replay_returns_the_metrics_of_simulating_the_trace() -> None:
+    rows = duetto.replay("pollux", POLLUX, policies=["fifo", "sjf"], limit=20, workers=1)
+    assert len(rows) == 2 and rows["validated"].all()
+    instance = duetto.load_trace("pollux", POLLUX, limit=20)
+    for record in rows.to_dict(orient="records"):
+        policy = duetto.simulate(instance, str(record["policy"]))
+        assert policy.metrics is not None
+        assert record["jct_avg"] == pytest.approx(policy.metrics["jct_avg"])
+        assert len(record["job_jct"]) == 20
+
+
+def test_jobs_frame_of_a_simulation_and_of_a_solve() -> None:
+    instance = duetto.generate_instance(8, nodes=1, gpus_per_node=4, seed=3)
+    result = duetto.solve(instance, solver="cpsat", time_limit=30)
+    policy = duetto.simulate(instance, "sjf-bsbf", slot=result.schedule.slot)
+    frame = policy.jobs_frame()
+    assert list(frame.columns) == list(JOB_COLUMNS) and list(frame["job"]) == [j.id for j in instance.jobs]
+    assert frame.attrs["valid"] is True
+    metrics = policy.metrics
+    assert metrics is not None
+    assert frame["jct"].mean() == pytest.approx(metrics["jct_avg"])
+    assert frame["queueing"].mean() == pytest.approx(metrics["queueing_avg"])
+    assert frame["completion"].max() - frame["arrival"].min() == pytest.approx(metrics["makespan"])
+    assert int(frame["sharing_benefit"].notna().sum()) == metrics["shared_jobs"]
+    assert (frame["running"] > 0).all() and (frame["gpus"].map(len) == frame["num_gpus"]).all()
+    solved = result.jobs_frame(instance)
+    assert solved["jct"].sum() == pytest.approx(result.objective)
+    assert (solved["segments"] == 1).all()  # the oracle is non-preemptive
+    pd.testing.assert_frame_equal(solved, duetto.jobs_frame(instance, result.schedule))
+    empty = duetto.Result(duetto.SolveStatus.UNKNOWN, float("nan"), float("nan"), None, "cpsat")
+    with pytest.raises(duetto.DuettoInputError, match="without a schedule"):
+        empty.jobs_frame(instance)
+
+
+def test_a_study_runs_from_a_plain_script_without_a_main_guard(tmp_path: Path) -> None:
+    # by default the tasks run in the calling process: no pool re-imports (and re-runs) the script
+    script = tmp_path / "study.py"
+    script.write_text(
+        "import duetto\n"
+        "rows = duetto.scale_study(solvers=(), policies='fifo', policy_sizes=8, seeds=2)\n"
+        "print('rows', len(rows), bool(rows['validated'].all()))\n",
+        encoding="utf-8",
+    )
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == ["rows 2 True"]

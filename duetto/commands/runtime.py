@@ -105,6 +105,10 @@ def daemon(
         default_max_retries=max_retries,
         debug_crash_after_launches=debug_crash_after_launches,
     )
+    if settings.backend == "ray":  # before the state directory is touched: nothing half-started
+        from formulation.extras import require_extra
+
+        require_extra("ray", "the Ray backend (--backend ray)")
     run_daemon(settings)
 
 
@@ -129,10 +133,14 @@ def submit(
             where = f"{path}, job {index + 1}" if isinstance(data, list) else str(path)
             # The spec's own fields are checked here, so that the error names its file; the daemon
             # checks the rest (profiles, fit, ids already submitted) for the whole list at once.
-            job_id = job_spec_from_dict(spec, where).id
+            parsed = job_spec_from_dict(spec, where)
+            job_id = parsed.id
             if job_id in origin:
                 raise DuettoInputError(f"job '{job_id}' is also in {origin[job_id]}", source=where, field="id")
             origin[job_id] = where
+            if parsed.workdir is not None and not Path(parsed.workdir).is_absolute():
+                # relative to the job file, not to wherever the daemon happens to run
+                spec = {**spec, "workdir": str((path.parent / parsed.workdir).resolve())}
             specs.append(spec)
     answer = _call(_client(state, address, token_file).submit, specs)
     for item in answer["jobs"]:
