@@ -131,14 +131,24 @@ def register(app: typer.Typer) -> None:
         nodes: Annotated[int | None, typer.Option(help="servers (default: the trace's own cluster)")] = None,
         gpus_per_node: Annotated[int | None, typer.Option(help="GPUs per server")] = None,
         limit: Annotated[int | None, typer.Option(help="keep only the first N jobs by arrival")] = None,
+        allow_implausible: Annotated[
+            bool, typer.Option("--allow-implausible", help="keep jobs longer than a year alone (else refused)")
+        ] = False,
         output: Annotated[Path, typer.Option("--output", "-o", help="instance JSON to write")] = Path("instance.json"),
         json_output: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
     ) -> None:
-        """Import a public trace (Muri, Tiresias, Gavel, Shockwave, Pollux) as a duetto instance."""
+        """Import a public trace (Muri, Tiresias, Gavel, Shockwave, Pollux) as a duetto instance.
+
+        The header must be the format's (another format's header is named) and absurd values (a job
+        longer than a year, a negative time) are refused with their row unless --allow-implausible."""
         from formulation.io import save_instance
         from formulation.traces import load_trace
 
-        options: dict[str, Any] = {"nodes": nodes, "gpus_per_node": gpus_per_node}
+        options: dict[str, Any] = {
+            "nodes": nodes,
+            "gpus_per_node": gpus_per_node,
+            "allow_implausible": allow_implausible,
+        }
         if limit is not None:
             if limit < 1:
                 fail("--limit must be >= 1")
