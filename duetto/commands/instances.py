@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from enum import StrEnum
 from pathlib import Path
@@ -131,6 +132,7 @@ def register(app: typer.Typer) -> None:
         nodes: Annotated[int | None, typer.Option(help="servers (default: the trace's own cluster)")] = None,
         gpus_per_node: Annotated[int | None, typer.Option(help="GPUs per server")] = None,
         limit: Annotated[int | None, typer.Option(help="keep only the first N jobs by arrival")] = None,
+        capacity: Annotated[int | None, typer.Option(help="jobs per GPU, C (default 2)")] = None,
         allow_implausible: Annotated[
             bool, typer.Option("--allow-implausible", help="keep jobs longer than a year alone (else refused)")
         ] = False,
@@ -149,6 +151,10 @@ def register(app: typer.Typer) -> None:
             "gpus_per_node": gpus_per_node,
             "allow_implausible": allow_implausible,
         }
+        if capacity is not None:
+            if capacity < 1:
+                fail(f"--capacity must be an integer >= 1 (jobs per GPU at once), got {capacity}")
+            options["capacity"] = capacity
         if limit is not None:
             if limit < 1:
                 fail("--limit must be >= 1")
@@ -183,9 +189,18 @@ def register(app: typer.Typer) -> None:
         schedule_path: Annotated[Path, typer.Argument(help="schedule JSON")],
         slotted: Annotated[bool, typer.Option("--slotted", help="use the slotted semantics")] = False,
         slot: Annotated[float | None, typer.Option(help="slot length Δ in seconds (default: the schedule's)")] = None,
+        capacity: Annotated[
+            int | None, typer.Option(help="jobs per GPU, C (default: the schedule's, else the instance's)")
+        ] = None,
+        restart_cost: Annotated[
+            float | None, typer.Option(help="seconds without progress after each preemption (default: the schedule's)")
+        ] = None,
         json_output: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
     ) -> None:
-        """Check a schedule against an instance; exit 0 if valid, 1 with every violation listed."""
+        """Check a schedule against an instance; exit 0 if valid, 1 with every violation listed.
+
+        The capacity, slot and restart cost are the schedule's own (what `simulate` used) unless given
+        here, so a schedule `simulate` calls valid is valid here too."""
         from formulation.io import load_instance, load_schedule
         from formulation.metrics import compute_metrics
         from formulation.validator import validate as run_validator
@@ -195,13 +210,22 @@ def register(app: typer.Typer) -> None:
         use_slots = slotted or schedule.slot is not None or slot is not None
         if slot is not None and slot <= 0:
             fail("--slot must be > 0")
-        report = run_validator(instance, schedule, slotted=use_slots, slot=slot)
+        if capacity is not None and capacity < 1:
+            fail(f"--capacity must be an integer >= 1 (jobs per GPU at once), got {capacity}")
+        if restart_cost is not None:
+            if restart_cost < 0 or not math.isfinite(restart_cost):
+                fail(f"--restart-cost must be a finite number >= 0, got {restart_cost}")
+            schedule = dataclasses.replace(schedule, restart_overhead=restart_cost)
+        report = run_validator(instance, schedule, slotted=use_slots, slot=slot, capacity=capacity)
+        used_capacity = capacity or schedule.capacity or instance.cluster.capacity
         metrics = compute_metrics(instance, report)
         if json_output:
             print_json(
                 {
                     "valid": report.ok,
                     "slotted": report.slotted,
+                    "capacity": used_capacity,
+                    "restart_cost": schedule.restart_overhead,
                     "violations": [
                         {"rule": v.rule, "job": v.job_id, "gpu": v.gpu, "time": v.time, "message": v.message}
                         for v in report.violations
@@ -212,11 +236,12 @@ def register(app: typer.Typer) -> None:
             )
         elif report.ok:
             console.print(
-                f"[green]valid[/] ({'slotted' if report.slotted else 'continuous'}): {metrics['completed']} jobs, "
+                f"[green]valid[/] ({'slotted' if report.slotted else 'continuous'}, C={used_capacity}): "
+                f"{metrics['completed']} jobs, "
                 f"average JCT {metrics['jct_avg']:,.2f} s, makespan {metrics['makespan']:,.2f} s"
             )
         else:
-            console.print(f"[red]invalid[/]: {len(report.violations)} violations")
+            console.print(f"[red]invalid[/] (C={used_capacity}): {len(report.violations)} violations")
             for violation in report.violations:
                 console.print(f"  {violation}", highlight=False)
         if not report.ok:
