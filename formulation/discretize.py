@@ -592,7 +592,6 @@ def discretize(
         raise DuettoInputError(f"must be >= 1, got {horizon_slots}", field="horizon_slots")
 
     ordered = _canonical_order(instance, slot)
-    n = len(ordered)
     # the speed depends on the two profiles only: one ratio per profile pair, not per job pair
     by_profiles: dict[tuple[str, str], int | None] = {}
     speed: list[list[int | None]] = []

@@ -95,7 +95,9 @@ def warm_start(
     best: SlotSolution | None = None
     best_value = 0
     # the serial schedule is a candidate too, so the warm start is never worse than the default bound
-    own = [_greedy(problem, share, deadline=deadline) for share in variants] + [serial_solution(problem)] if greedy else []
+    own: list[SlotSolution | None] = []
+    if greedy:
+        own = [_greedy(problem, share, deadline=deadline) for share in variants] + [serial_solution(problem)]
     for solution in [*own, *candidates]:
         if solution is None:
             continue  # a greedy variant stopped at the deadline

@@ -30,11 +30,8 @@ def test_simulate_and_validate_agree_for_every_policy(instance_file: Path, capac
     checked = 0
     for policy in POLICIES:
         schedule = instance_file.parent / f"{policy}-{capacity}.json"
-        simulated = runner.invoke(
-            app,
-            ["simulate", str(instance_file), "--policy", policy, "--capacity", str(capacity)]
-            + ["-o", str(schedule), "--json"],
-        )
+        arguments = ["simulate", str(instance_file), "--policy", policy, "--capacity", str(capacity), "--json"]
+        simulated = runner.invoke(app, [*arguments, "-o", str(schedule)])
         if simulated.exit_code == 2:  # the policy cannot serve this capacity: refused, nothing to compare
             continue
         assert simulated.exit_code in (0, 1), simulated.output
