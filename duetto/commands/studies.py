@@ -324,6 +324,7 @@ def register(app: typer.Typer) -> None:
                     "summary": outcome.summary.to_dict(orient="records"),
                     "fits": outcome.fits.to_dict(orient="records"),
                     "stopped": outcome.stopped,
+                    "reasons": outcome.reasons,
                     "files": [str(f) for f in outcome.files],
                     "failed": {key: message for run in outcome.runs for key, message in run.failed.items()},
                 }
@@ -335,24 +336,26 @@ def register(app: typer.Typer) -> None:
         if not outcome.summary.empty:
             _print_frame(
                 outcome.summary,
-                "seconds per method and size",
+                "seconds per method and size (startup: the warm-up run, not counted; note: why a row is empty)",
                 [
                     "method",
                     "n",
                     "runs",
                     "seconds_median",
                     "seconds_max",
+                    "startup_median",
                     "proven_fraction",
                     "solver_gap_median",
                     "validated",
+                    "note",
                 ],
             )
         if not outcome.fits.empty:
             _print_frame(outcome.fits, "fitted growth: seconds ≈ c·n^exponent", digits=2)
-        for method, size in outcome.stopped.items():
-            console.print(
-                f"  {method}: stopped before n={size} (median over {max_seconds:g} s, or skipped)", highlight=False
-            )
+        for method, why in outcome.reasons.items():
+            size = outcome.stopped.get(method)
+            after = f"not run from n={size}: " if size is not None else ""
+            console.print(f"  {method}: {after}{why}", highlight=False)
         _print_files(outcome.files)
         _exit_if_failed(outcome.runs)
 
