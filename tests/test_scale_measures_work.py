@@ -40,10 +40,9 @@ def test_a_linear_policy_grows_with_n_and_start_up_is_reported_apart(tmp_path: P
 
 
 def test_the_console_says_why_a_method_stopped(tmp_path: Path) -> None:
-    result = CliRunner().invoke(
-        app,
-        ["scale", "--solver-sizes", "4", "--policy", "muri-s", "--policy", "sjf", "--policy-sizes", "10,20", "--seeds", "1", "--out", str(tmp_path), "--no-progress", "--no-figures", "--solver", "cpsat", "--time-limit", "3"],
-    )
+    arguments = ["scale", "--solver", "cpsat", "--solver-sizes", "4", "--time-limit", "3", "--seeds", "1"]
+    arguments += ["--policy", "muri-s", "--policy", "sjf", "--policy-sizes", "10,20"]
+    result = CliRunner().invoke(app, [*arguments, "--out", str(tmp_path), "--no-progress", "--no-figures"])
     assert result.exit_code == 0, result.output
     assert "muri-s: not run from n=20: skipped at n=10:" in " ".join(result.output.split())
     assert "stopped before n=" not in result.output
