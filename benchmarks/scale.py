@@ -398,8 +398,8 @@ def run_scale_study(
                 if following:
                     stopped[str(method)] = following[0]
                 if skipped:
-                    messages = group["message"].dropna().astype(str) if "message" in group else []
-                    why = messages.iloc[0] if len(messages) else "the method cannot serve this family"
+                    messages = list(group["message"].dropna().astype(str)) if "message" in group else []
+                    why = messages[0] if messages else "the method cannot serve this family"
                     reasons[str(method)] = f"skipped at n={n}: {why}"
                 else:
                     reasons[str(method)] = (

@@ -259,6 +259,7 @@ def register(app: typer.Typer) -> None:
                     "bound_gap_median",
                     "bound_gap_max",
                     "wall_median_s",
+                    "note",
                 ],
             )
         _print_files(outcome.files)
@@ -363,7 +364,7 @@ def register(app: typer.Typer) -> None:
     @user_errors
     def replay(
         kind: Annotated[str, typer.Argument(help="trace format: pollux, muri, gavel, tiresias, shockwave")],
-        paths: Annotated[list[Path], typer.Argument(help="trace file(s); several: the table averages them")],
+        paths: Annotated[list[Path], typer.Argument(help="trace file(s); several: the table pools their jobs")],
         policy: Annotated[list[str] | None, typer.Option(help="policy (repeatable; default: every one)")] = None,
         interference: Annotated[
             list[str] | None,
@@ -422,7 +423,9 @@ def register(app: typer.Typer) -> None:
         for variant, table in outcome.tables.items():
             rows = outcome.rows[outcome.rows["interference"] == variant].iloc[0]
             flat = table.reset_index()
-            files_text = paths[0].name if len(paths) == 1 else f"mean of {len(paths)} traces"
+            files_text = (
+                paths[0].name if len(paths) == 1 else f"{len(paths)} traces, jobs pooled (makespan: mean over files)"
+            )
             _print_frame(
                 flat,
                 f"{files_text} on {rows['nodes']}×{rows['gpus_per_node']} GPUs, interference "
