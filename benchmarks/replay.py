@@ -420,10 +420,22 @@ def load_instance_any(path: str | Path) -> Instance:
 
 
 def plot_schedule(
-    schedule_path: str | Path, instance_path: str | Path, out: str | Path, *, slotted: bool | None = None
+    schedule_path: str | Path,
+    instance_path: str | Path,
+    out: str | Path,
+    *,
+    slotted: bool | None = None,
+    allow_invalid: bool = False,
 ) -> tuple[Path, dict[str, Any]]:
     """Gantt chart of a schedule file (validated against the instance file). Returns the figure path and
-    the schedule's metrics."""
+    the schedule's metrics.
+
+    Raises
+    ------
+    DuettoInputError
+        The schedule is invalid for the instance (e.g. the wrong instance), naming the first
+        violations, unless ``allow_invalid``: nothing is written.
+    """
     from benchmarks.plots import check_figure_path, gantt
     from formulation import io
 
@@ -431,8 +443,18 @@ def plot_schedule(
     instance = load_instance_any(instance_path)
     schedule = io.load_schedule(schedule_path)
     evaluation = evaluate(instance, schedule, slotted=slotted)
+    violations = evaluation.report.violations
+    if violations and not allow_invalid:
+        first = "; ".join(str(v) for v in violations[:3])
+        raise DuettoInputError(
+            f"the schedule is not valid for instance '{instance.name}' ({len(violations)} violations; the wrong "
+            f"instance?): {first}; pass --allow-invalid to draw it anyway",
+            source=str(schedule_path),
+        )
+    jct = evaluation.metrics["jct_avg"]
     title = (
-        f"{instance.name} — {schedule.producer} (avg JCT {evaluation.metrics['jct_avg']:.0f} s"
+        f"{instance.name} — {schedule.producer} (avg JCT "
+        + (f"{jct:.0f} s" if math.isfinite(jct) else "none completed")
         + ("" if evaluation.report.ok else f", {len(evaluation.report.violations)} violations")
         + ")"
     )

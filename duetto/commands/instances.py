@@ -71,15 +71,48 @@ def instance_summary(instance: Any) -> dict[str, Any]:
     }
 
 
+SUMMARY_UNITS = {
+    "gpu_memory_gib": "GiB",
+    "capacity": "jobs per GPU",
+    "arrival_first": "s",
+    "arrival_last": "s",
+    "duration_min": "s",
+    "duration_median": "s",
+    "duration_max": "s",
+    "gpu_seconds": "GPU·s",
+}
+"""Unit of each number of :func:`instance_summary` (the JSON output keeps plain numbers)."""
+
+
+def _with_unit(key: str, value: Any) -> str:
+    unit = SUMMARY_UNITS.get(key, "")
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "-"
+        text = f"{value:,.2f}" if unit not in ("s", "GPU·s") or abs(value) < 3600 else f"{value:,.0f}"
+        if unit in ("s", "GPU·s") and abs(value) >= 3600:
+            return f"{text} {unit} ({value / 3600:,.1f} {'h' if unit == 's' else 'GPU·h'})"
+        return f"{text} {unit}".rstrip()
+    return f"{value} {unit}".rstrip()
+
+
 def _print_summary(summary: dict[str, Any]) -> None:
     table = Table(title=f"instance {summary['name']}", show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")
     for key, value in summary.items():
-        if isinstance(value, float):
-            value = f"{value:,.2f}"
-        table.add_row(key.replace("_", " "), str(value))
+        if key == "gpu_demand":
+            continue  # its own table below
+        table.add_row(key.removesuffix("_gib").replace("_", " "), _with_unit(key, value))
     console.print(table)
+    demand = Table(title="GPU demand")
+    demand.add_column("GPUs per job", justify="right")
+    demand.add_column("jobs", justify="right")
+    demand.add_column("share", justify="right")
+    total = sum(summary["gpu_demand"].values()) or 1
+    for gpus, count in summary["gpu_demand"].items():
+        demand.add_row(str(gpus), str(count), f"{count / total:.0%}")
+    console.print(demand)
 
 
 def register(app: typer.Typer) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 from rich.table import Table
 
 from duetto.cli_support import EXIT_INTERRUPTED, console, fail, print_json, user_errors
@@ -118,14 +119,42 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
-def _print_frame(frame: Any, title: str, columns: list[str] | None = None, digits: int = 3) -> None:
-    table = Table(title=title)
-    shown = columns or list(frame.columns)
-    for column in shown:
-        table.add_column(str(column))
-    for row in frame[shown].itertuples(index=False):
-        table.add_row(*(_fmt(v, digits) for v in row))
-    console.print(table)
+KEY_COLUMNS = ("method", "n", "policy", "metric")
+"""Columns repeated in every part of a folded table (they say what a row is)."""
+WRAPPED_WIDTH = 36
+"""Free-text columns (``note``) wrap at this width instead of widening the table."""
+
+
+def _print_frame(
+    frame: Any, title: str, columns: list[str] | None = None, digits: int = 3, out: Console | None = None
+) -> None:
+    """Print ``frame`` as a table that fits the console: when its columns are wider than the console,
+    it is folded into several tables, each repeating the key columns (method, n, ...), headers whole."""
+    target = out or console
+    shown = [c for c in (columns or list(frame.columns)) if c in frame.columns]
+    cells = {c: [_fmt(v, digits) for v in frame[c]] for c in shown}
+
+    def width(column: str) -> int:
+        longest = max([len(str(column)), *(len(v) for v in cells[column])])
+        return min(longest, max(WRAPPED_WIDTH, len(str(column)))) + 3  # padding and the border
+
+    keys = [c for c in shown if c in KEY_COLUMNS]
+    rest = [c for c in shown if c not in keys]
+    budget = target.width - 1 - sum(width(c) for c in keys)
+    parts: list[list[str]] = []
+    for column in rest:
+        if parts and sum(width(c) for c in parts[-1]) + width(column) <= budget:
+            parts[-1].append(column)
+        else:
+            parts.append([column])
+    for number, part in enumerate(parts or [[]]):
+        suffix = "" if len(parts) <= 1 else f" ({number + 1}/{len(parts)})"
+        table = Table(title=title + suffix if number == 0 else f"{title.split(' (')[0]}{suffix}")
+        for column in [*keys, *part]:
+            table.add_column(str(column), no_wrap=column != "note", overflow="fold", min_width=len(str(column)))
+        for index in range(len(frame)):
+            table.add_row(*(cells[c][index] for c in [*keys, *part]))
+        target.print(table)
 
 
 def _print_files(files: list[Path]) -> None:
@@ -503,13 +532,22 @@ def register(app: typer.Typer) -> None:
         slotted: Annotated[
             bool | None, typer.Option("--slotted/--continuous", help="semantics (default: the schedule's)")
         ] = None,
+        allow_invalid: Annotated[
+            bool, typer.Option("--allow-invalid", help="draw a schedule that fails validation (else exit 2)")
+        ] = False,
     ) -> None:
-        """Per-GPU Gantt chart of a schedule (from the validator's occupancy intervals)."""
+        """Per-GPU Gantt chart of a schedule (from the validator's occupancy intervals).
+
+        A schedule that is not valid for the instance (the wrong instance, most often) exits 2 with the
+        validator's first violations and writes nothing, unless --allow-invalid."""
         from benchmarks.replay import plot_schedule
 
-        path, metrics = plot_schedule(schedule_path, instance, output, slotted=slotted)
+        path, metrics = plot_schedule(schedule_path, instance, output, slotted=slotted, allow_invalid=allow_invalid)
         state = "valid" if metrics["valid"] else "[red]INVALID[/]"
-        console.print(
-            f"wrote {path} ({state}; average JCT {metrics['jct_avg']:,.1f} s, makespan {metrics['makespan']:,.1f} s)",
-            highlight=False,
+        jct, makespan = metrics["jct_avg"], metrics["makespan"]
+        numbers = (
+            f"average JCT {jct:,.1f} s, makespan {makespan:,.1f} s"
+            if math.isfinite(jct) and math.isfinite(makespan)
+            else "no job completed"
         )
+        console.print(f"wrote {path} ({state}; {numbers})", highlight=False)
