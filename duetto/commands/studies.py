@@ -468,6 +468,37 @@ def register(app: typer.Typer) -> None:
         _print_files(outcome.files)
         _exit_if_failed([outcome.run])
 
+    @app.command()
+    @user_errors
+    def results(
+        results_dir: Annotated[Path, typer.Option("--results", help="folder of the stored study outputs")] = Path(
+            "results"
+        ),
+        document: Annotated[Path, typer.Option("--doc", help="document with generated tables")] = Path(
+            "docs/results.md"
+        ),
+        check: Annotated[
+            bool, typer.Option("--check", help="change nothing; exit 1 if a table differs from its stored output")
+        ] = False,
+        json_output: Annotated[bool, typer.Option("--json", help="print what was done as JSON")] = False,
+    ) -> None:
+        """Regenerate the results document's tables from the stored study outputs (one command)."""
+        from benchmarks.results_doc import update_document
+
+        update = update_document(document, results_dir, check=check)
+        if json_output:
+            print_json({"changed": update.changed, "current": update.current, "missing": update.missing})
+        else:
+            verb = "stale" if check else "rewritten"
+            for name in update.changed:
+                console.print(f"  {name}: {verb}", highlight=False)
+            for name in update.current:
+                console.print(f"  {name}: current", highlight=False)
+            for name, command in update.missing.items():
+                console.print(f"  {name}: no stored output in {results_dir}; it comes from: {command}", highlight=False)
+        if check and update.changed:
+            raise typer.Exit(1)
+
     @app.command("predictor-study")
     @user_errors
     def predictor_study(
