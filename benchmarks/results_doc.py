@@ -125,6 +125,13 @@ class DocUpdate:
     missing: dict[str, str] = field(default_factory=dict)
 
 
+def _replacement(body: str) -> Callable[[re.Match[str]], str]:
+    def replace(match: re.Match[str]) -> str:
+        return match.group(1) + body + match.group(3)
+
+    return replace
+
+
 def update_document(
     document: str | Path, results: str | Path, *, check: bool = False, tables: Sequence[DocTable] = TABLES
 ) -> DocUpdate:
@@ -148,7 +155,7 @@ def update_document(
             update.current.append(table.name)
             continue
         update.changed.append(table.name)
-        text = _pattern(table.name).sub(lambda m, body=rendered: m.group(1) + body + m.group(3), text)
+        text = _pattern(table.name).sub(_replacement(rendered), text)
     if not check and text != original:
         write_text_atomic(path, text)
     return update
