@@ -16,7 +16,10 @@ Flow (all in the calling process unless noted):
    warm start): objective recomputed with the float slotted semantics, the proven bound (the model's,
    never below the trivial bound, never above the objective), the gap, and wall times.
 
-The ``time_limit`` covers steps 2-4 (export of the model, when asked, runs before and is not counted).
+The ``time_limit`` covers steps 2-4 (export of the model, when asked, runs before and is not counted):
+the warm starts stop at shares of it (:data:`PRESOLVE_SHARE`), and an instance whose pre-solve steps
+alone could not fit in it, or too large for the exact model, is refused up front
+(:func:`check_exact_size`).
 """
 
 from __future__ import annotations
@@ -509,7 +512,8 @@ def solve(
     Raises
     ------
     DuettoInputError
-        Bad arguments; :class:`InfeasibleInstanceError` for a job that cannot run at all;
+        Bad arguments; an instance too large for the exact model or for ``time_limit``
+        (:func:`check_exact_size`); :class:`InfeasibleInstanceError` for a job that cannot run at all;
         :class:`SolverUnavailableError` when the solver's package is missing.
     """
     _check_arguments(time_limit, slot, objective)
