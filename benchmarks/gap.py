@@ -416,9 +416,26 @@ def summarize(frame: pd.DataFrame, by: Sequence[str] = ("method", "n")) -> pd.Da
                 **_stats(bounded, "bound_gap"),
                 "proven_fraction": float(group["opt_proven"].astype(bool).mean()),
                 "wall_median_s": float(group["wall_seconds"].astype(float).median()),
+                "note": _note(group),
             }
         )
     return pd.DataFrame(rows)
+
+
+def _note(group: pd.DataFrame) -> str:
+    """Why some of a group's rows have no gap: ``skipped: <reason>`` (all), ``2 of 5 skipped: ...``,
+    ``1 invalid: ...``; empty when every row has its numbers. The console shows it beside the numbers."""
+    status = group["status"].astype(str) if "status" in group else pd.Series([], dtype=str)
+    messages = group["message"].fillna("").astype(str) if "message" in group else pd.Series([""] * len(group))
+    parts = []
+    for kind in ("skipped", "invalid"):
+        hit = status == kind
+        if not hit.any():
+            continue
+        count = "" if hit.all() else f"{int(hit.sum())} of {len(group)} "
+        reason = next((m for m in messages[hit] if m), "")
+        parts.append(f"{count}{kind}" + (f": {reason}" if reason else ""))
+    return "; ".join(parts)
 
 
 def plot_gaps(frame: pd.DataFrame, out_dir: str | Path) -> list[Path]:

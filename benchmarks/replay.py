@@ -239,6 +239,7 @@ def run_replay_task(task: Mapping[str, Any]) -> list[Row]:
         "large_jct_p99": float(np.percentile(jct[large], 99)) if large.any() else math.nan,
         "small_jct_p99": float(np.percentile(jct[~large], 99)) if (~large).any() else math.nan,
         "job_jct": [float(v) for v in jct],
+        "job_large": [bool(v) for v in large],
     }
     if task.get("schedules_dir"):
         from formulation import io
@@ -250,13 +251,54 @@ def run_replay_task(task: Mapping[str, Any]) -> list[Row]:
     return [row]
 
 
+#: weight of each averaged column when files are pooled: the jobs it averages over
+_POOL_WEIGHTS = {
+    "jct_avg": "completed",
+    "queueing_avg": "jobs",
+    "large_jct_avg": "large_jobs",
+    "large_queueing_avg": "large_jobs",
+    "small_jct_avg": "small_jobs",
+    "small_queueing_avg": "small_jobs",
+}
+
+
+def _pooled(rows: pd.DataFrame, column: str) -> float:
+    """``column`` of one policy over several files, with every job counting once (not every file)."""
+    if column == "makespan":
+        return float(rows[column].astype(float).mean())  # no pooled meaning: the mean over files
+    if column.endswith("_p99") and "job_jct" in rows and "job_large" in rows and rows["job_large"].notna().all():
+        pooled = [
+            jct
+            for jcts, larges in zip(rows["job_jct"], rows["job_large"], strict=True)
+            for jct, large in zip(jcts, larges, strict=True)
+            if column == "jct_p99" or large == column.startswith("large_")
+        ]
+        return float(np.percentile(pooled, 99)) if pooled else math.nan
+    weight_column = _POOL_WEIGHTS.get(column)
+    if weight_column is None or weight_column not in rows:
+        return float(rows[column].astype(float).mean())
+    values = rows[column].astype(float).to_numpy()
+    weights = rows[weight_column].astype(float).to_numpy()
+    keep = np.isfinite(values) & (weights > 0)
+    return float(np.average(values[keep], weights=weights[keep])) if keep.any() else math.nan
+
+
 def paper_table(frame: pd.DataFrame, *, unit: float = HOUR) -> pd.DataFrame:
     """SJF-BSBF Table III shape: index (metric, policy), columns All / Large / Small (in ``unit``).
 
-    With several rows per policy (several trace files) each cell is the mean over them.
+    With several rows per policy (several trace files) the jobs are **pooled**: an average is over
+    every job of every file (each file weighted by its jobs, large and small by their own counts, so
+    All lies between Large and Small), a p99 is over every job's JCT; the makespan, which has no pooled
+    meaning, is the mean over files. (Averaging files equally put "All" below both "Large" and "Small"
+    on Gavel's seed-1 traces: "Large" counted only the files that have large jobs.)
     """
-    columns = [c for _, *cols in TABLE_METRICS for c in cols if c is not None]
-    frame = frame.groupby("policy", sort=False)[[c for c in columns if c in frame.columns]].mean().reset_index()
+    columns = [c for _, *cols in TABLE_METRICS for c in cols if c is not None and c in frame.columns]
+    frame = pd.DataFrame(
+        [
+            {"policy": policy, **{c: _pooled(rows, c) for c in columns}}
+            for policy, rows in frame.groupby("policy", sort=False)
+        ]
+    )
     records = []
     for label, all_col, large_col, small_col in TABLE_METRICS:
         for values in frame.to_dict(orient="records"):
@@ -292,7 +334,7 @@ def run_replay(
     figures: bool = True,
 ) -> ReplayOutcome:
     """Run (or resume) a replay into ``out_dir``: ``rows.jsonl``, ``replay.csv`` / ``.parquet`` (one row
-    per file × variant × policy), ``table-<variant>.csv`` (paper shape, mean over files),
+    per file × variant × policy), ``table-<variant>.csv`` (paper shape, jobs of all files pooled),
     ``jct_cdf-<variant>.png`` (jobs of every file) and, when every variant is a constant ξ,
     ``sweep_jct.png`` (average JCT against ξ, mean over files)."""
     if not study.policies:
@@ -329,7 +371,7 @@ def run_replay(
     tables: dict[str, pd.DataFrame] = {}
     if frame.empty:
         return ReplayOutcome(frame, tables, files, run)
-    files += write_table(frame.drop(columns=["job_jct"]), out / "replay")
+    files += write_table(frame.drop(columns=["job_jct", "job_large"], errors="ignore"), out / "replay")
     for variant, rows in frame.groupby("interference", sort=False):
         table = paper_table(rows)
         tables[str(variant)] = table
@@ -398,10 +440,22 @@ def load_instance_any(path: str | Path) -> Instance:
 
 
 def plot_schedule(
-    schedule_path: str | Path, instance_path: str | Path, out: str | Path, *, slotted: bool | None = None
+    schedule_path: str | Path,
+    instance_path: str | Path,
+    out: str | Path,
+    *,
+    slotted: bool | None = None,
+    allow_invalid: bool = False,
 ) -> tuple[Path, dict[str, Any]]:
     """Gantt chart of a schedule file (validated against the instance file). Returns the figure path and
-    the schedule's metrics."""
+    the schedule's metrics.
+
+    Raises
+    ------
+    DuettoInputError
+        The schedule is invalid for the instance (e.g. the wrong instance), naming the first
+        violations, unless ``allow_invalid``: nothing is written.
+    """
     from benchmarks.plots import check_figure_path, gantt
     from formulation import io
 
@@ -409,8 +463,18 @@ def plot_schedule(
     instance = load_instance_any(instance_path)
     schedule = io.load_schedule(schedule_path)
     evaluation = evaluate(instance, schedule, slotted=slotted)
+    violations = evaluation.report.violations
+    if violations and not allow_invalid:
+        first = "; ".join(str(v) for v in violations[:3])
+        raise DuettoInputError(
+            f"the schedule is not valid for instance '{instance.name}' ({len(violations)} violations; the wrong "
+            f"instance?): {first}; pass --allow-invalid to draw it anyway",
+            source=str(schedule_path),
+        )
+    jct = evaluation.metrics["jct_avg"]
     title = (
-        f"{instance.name} — {schedule.producer} (avg JCT {evaluation.metrics['jct_avg']:.0f} s"
+        f"{instance.name} — {schedule.producer} (avg JCT "
+        + (f"{jct:.0f} s" if math.isfinite(jct) else "none completed")
         + ("" if evaluation.report.ok else f", {len(evaluation.report.violations)} violations")
         + ")"
     )

@@ -19,6 +19,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # click's own help layout: an option's names stay whole at any width (Rich's panels cut
+    # "--policy-warm-start" to "--policy-warm-st…" at 80 columns) and the help text wraps beneath
+    rich_markup_mode=None,
 )
 
 

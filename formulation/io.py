@@ -153,6 +153,9 @@ class ScheduleModel(_Strict):
     producer: str = "unknown"
     slot: float | None = Field(None, gt=0, description="slot length Δ when slotted")
     restart_overhead: float = Field(0.0, ge=0)
+    capacity: int | None = Field(
+        None, ge=1, description="jobs per GPU (C) the schedule was made for; null: the instance's"
+    )
     jobs: list[JobPlanModel]
     metadata: dict[str, Any] = Field(default_factory=dict)
 
@@ -333,6 +336,7 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
             restart_overhead=spec.restart_overhead,
             producer=spec.producer,
             metadata=spec.metadata,
+            capacity=spec.capacity,
         )
     except DuettoInputError as error:
         raise error.located(source) from None
@@ -351,6 +355,7 @@ def schedule_to_dict(schedule: Schedule) -> dict[str, Any]:
         "producer": schedule.producer,
         "slot": schedule.slot,
         "restart_overhead": schedule.restart_overhead,
+        "capacity": schedule.capacity,
         "jobs": [
             {
                 "id": plan.job_id,

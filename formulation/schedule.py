@@ -65,6 +65,10 @@ class Schedule:
         Who made it (``"cpsat"``, ``"sjf-bsbf"``, ...).
     metadata
         Free-form facts from the producer (objective, bound, wall time, ...).
+    capacity
+        Jobs per GPU ``C`` the schedule was made for, when it differs from the instance's (``duetto
+        simulate --capacity``); the validator checks it, so what the producer called valid is valid.
+        ``None``: the instance's.
     """
 
     plans: tuple[JobPlan, ...]
@@ -72,6 +76,7 @@ class Schedule:
     restart_overhead: float = 0.0
     producer: str = "unknown"
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    capacity: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "plans", tuple(self.plans))
@@ -80,6 +85,10 @@ class Schedule:
             raise DuettoInputError(f"must be > 0, got {self.slot!r}", field="schedule.slot")
         if self.restart_overhead < 0:
             raise DuettoInputError(f"must be >= 0, got {self.restart_overhead!r}", field="schedule.restart_overhead")
+        if self.capacity is not None and (
+            isinstance(self.capacity, bool) or not isinstance(self.capacity, int) or self.capacity < 1
+        ):
+            raise DuettoInputError(f"must be an integer >= 1, got {self.capacity!r}", field="schedule.capacity")
 
     @property
     def plan_index(self) -> Mapping[str, JobPlan]:

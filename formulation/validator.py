@@ -187,7 +187,12 @@ def _check_static(sweep: _Sweep, job: Job, plan: JobPlan) -> bool:
 
 
 def validate(
-    instance: Instance, schedule: Schedule, *, slotted: bool | None = None, slot: float | None = None
+    instance: Instance,
+    schedule: Schedule,
+    *,
+    slotted: bool | None = None,
+    slot: float | None = None,
+    capacity: int | None = None,
 ) -> ValidationReport:
     """Check ``schedule`` against ``instance`` and recompute its completion times.
 
@@ -201,6 +206,9 @@ def validate(
         Use the slotted semantics; default: when ``schedule.slot`` is set.
     slot
         Slot length Δ for slotted mode (default ``schedule.slot``).
+    capacity
+        Jobs per GPU ``C`` (default ``schedule.capacity``, else the instance's): the capacity the
+        schedule was made for is the one it is checked against.
 
     Returns
     -------
@@ -212,6 +220,9 @@ def validate(
     slot_length = (slot if slot is not None else schedule.slot) if use_slots else None
     if use_slots and slot_length is None:
         raise DuettoInputError("slotted validation needs a slot length: the schedule has none, give --slot")
+    wanted = capacity if capacity is not None else schedule.capacity
+    if wanted is not None and wanted != instance.cluster.capacity:
+        instance = instance.replace(cluster=instance.cluster.with_capacity(wanted))
     sweep = _Sweep(instance, schedule, slot_length)
 
     plans: dict[str, JobPlan] = {}

@@ -14,6 +14,7 @@ GPUs until then; restart overheads cost whole slots. Both match :func:`formulati
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time as _time
 from collections.abc import Mapping
@@ -300,6 +301,8 @@ def simulate(
             "simulation_seconds": wall,
         },
     )
+    # the capacity travels with the schedule: validate() checks the C it was made for
+    schedule = dataclasses.replace(schedule, capacity=sim_instance.cluster.capacity)
     result = SimulationResult(
         instance=sim_instance,
         schedule=schedule,

@@ -16,7 +16,10 @@ Flow (all in the calling process unless noted):
    warm start): objective recomputed with the float slotted semantics, the proven bound (the model's,
    never below the trivial bound, never above the objective), the gap, and wall times.
 
-The ``time_limit`` covers steps 2-4 (export of the model, when asked, runs before and is not counted).
+The ``time_limit`` covers steps 2-4 (export of the model, when asked, runs before and is not counted):
+the warm starts stop at shares of it (:data:`PRESOLVE_SHARE`), and an instance whose pre-solve steps
+alone could not fit in it, or too large for the exact model, is refused up front
+(:func:`check_exact_size`).
 """
 
 from __future__ import annotations
@@ -66,6 +69,13 @@ from solvers.warmstart import warm_start as greedy_warm_start
 OBJECTIVES = ("jct", "makespan")
 POLICY_WARM_START_SHARE = 0.2  # of the time limit, at most, for simulating the policies of the warm start
 LOCAL_SEARCH_SHARE = 0.1  # of the time limit, at most, for improving the warm start (solvers.warmstart.local_search)
+PRESOLVE_SHARE = 0.5  # of the time limit, at most, for everything before the solver (the greedy stops there)
+MAX_EXACT_JOBS = 2000
+"""Largest instance :func:`solve` takes: the slotted problem holds a speed for every pair of jobs, and
+the exact model a variable per overlapping pair (n² in memory and time)."""
+PRESOLVE_SECONDS_PER_PAIR = 3e-6
+"""Seconds per pair of jobs that discretizing, the bounds and the serial warm start take at least
+(measured: 1.2 s at 1,000 jobs on one core of the 2-core CI machine, x2.5 for slower machines)."""
 _BOUND_TOL = 1e-6
 
 
@@ -105,6 +115,25 @@ def check_instance_fits(instance: Instance) -> None:
             )
         if not instance.isolated_duration(job) > 0 or not math.isfinite(instance.isolated_duration(job)):
             raise InfeasibleInstanceError("has no finite positive duration", source=where, field="iterations")
+
+
+def check_exact_size(instance: Instance, time_limit: float) -> None:
+    """Refuse up front, in one line, an instance too large for the exact model or for ``time_limit``:
+    the steps before the solver grow with the square of the jobs and are not interruptible, so a
+    limit shorter than they take cannot hold (``docs/oracle.md``)."""
+    n = len(instance.jobs)
+    what = "simulate a policy (duetto simulate) or solve a subset (duetto import --limit)"
+    if n > MAX_EXACT_JOBS:
+        raise DuettoInputError(
+            f"{n} jobs is too large for the exact model (at most {MAX_EXACT_JOBS} jobs): {what}", field="jobs"
+        )
+    needed = PRESOLVE_SECONDS_PER_PAIR * n * n
+    if needed > PRESOLVE_SHARE * time_limit:
+        raise DuettoInputError(
+            f"{n} jobs need about {needed:.0f} s to build the exact model, more than half of the "
+            f"{time_limit:g} s time limit: give at least {math.ceil(needed / PRESOLVE_SHARE)} s, or {what}",
+            field="time_limit",
+        )
 
 
 def _check_arguments(time_limit: float, slot: float | None, objective: str) -> None:
@@ -483,13 +512,15 @@ def solve(
     Raises
     ------
     DuettoInputError
-        Bad arguments; :class:`InfeasibleInstanceError` for a job that cannot run at all;
+        Bad arguments; an instance too large for the exact model or for ``time_limit``
+        (:func:`check_exact_size`); :class:`InfeasibleInstanceError` for a job that cannot run at all;
         :class:`SolverUnavailableError` when the solver's package is missing.
     """
     _check_arguments(time_limit, slot, objective)
     spec: BackendSpec = resolve(solver)
     check_available(spec)
     check_instance_fits(instance)
+    check_exact_size(instance, float(time_limit))
     if slot is None and warm_start_schedule is not None and warm_start_schedule.slot is not None:
         slot = warm_start_schedule.slot
     settings = _Settings(
@@ -644,6 +675,7 @@ def solve_many(
     check_available(spec)
     for instance in instances:
         check_instance_fits(instance)
+        check_exact_size(instance, float(time_limit))
     settings = _Settings(
         spec=spec,
         time_limit=float(time_limit),
@@ -699,19 +731,27 @@ class _Settings:
         return {} if self.units_per_slot is None else {"units_per_slot": int(self.units_per_slot)}
 
 
-def _initial_solution(problem: SlottedProblem, settings: _Settings) -> SlotSolution:
+def _initial_solution(problem: SlottedProblem, settings: _Settings, deadline: float | None = None) -> SlotSolution:
     """The schedule the windows (upper bound) and the hint come from: the best of the greedy, the
     policies simulated in the slotted semantics and the user's warm-start schedule, improved by the
-    local search over the greedy's order."""
+    local search over the greedy's order. With ``deadline`` (``time.time()``) every step counts against
+    it: the policies and the search get what is left of their shares, a greedy still running then is
+    dropped (the serial schedule and the policies' remain)."""
+
+    def left(share: float) -> float:
+        budget = share * settings.time_limit
+        return budget if deadline is None else max(0.0, min(budget, deadline - time.time()))
+
     # a fifth of the limit at most for the policies, so that the solver keeps most of it
-    budget = POLICY_WARM_START_SHARE * settings.time_limit
-    candidates = policy_warm_starts(problem, time_budget=budget) if settings.policy_warm_start else []
+    candidates = (
+        policy_warm_starts(problem, time_budget=left(POLICY_WARM_START_SHARE)) if settings.policy_warm_start else []
+    )
     if settings.warm_start_schedule is not None:
         candidates.append(_user_warm_start(problem, settings.warm_start_schedule))
-    best = greedy_warm_start(problem, candidates=candidates)
-    if not settings.local_search:
+    best = greedy_warm_start(problem, candidates=candidates, deadline=deadline)
+    if not settings.local_search or left(LOCAL_SEARCH_SHARE) <= 0:
         return best
-    improved = improve_by_local_search(problem, best, time_budget=LOCAL_SEARCH_SHARE * settings.time_limit)
+    improved = improve_by_local_search(problem, best, time_budget=left(LOCAL_SEARCH_SHARE))
     return greedy_warm_start(problem, candidates=[best, improved], greedy=False)  # the models' form
 
 
@@ -754,7 +794,8 @@ def _solve_one(
         objective=cast(ObjectiveKind, objective),
         **settings.kwargs,
     )
-    initial = _initial_solution(base, settings)
+    # every step before the solver counts against the limit: the warm starts stop at a share of it
+    initial = _initial_solution(base, settings, deadline=began + PRESOLVE_SHARE * time_limit)
     problem = base.with_upper_bound(initial)
     parent_build = time.perf_counter() - began_perf
     tracker = _Tracker(problem, initial, float(problem.upper_bound_value or math.inf), float(_static_bound(problem)))

@@ -72,6 +72,7 @@ def warm_start(
     allow_sharing: bool | None = None,
     candidates: Sequence[SlotSolution] = (),
     greedy: bool = True,
+    deadline: float | None = None,
 ) -> SlotSolution:
     """Best of the greedy variants (with and without sharing) and of ``candidates``, canonicalised.
 
@@ -86,13 +87,20 @@ def warm_start(
     greedy
         ``False``: only ``candidates`` (at least one valid), e.g. to put an improved schedule in the
         models' form (fastest modes, canonical GPU labels) without running the greedy again.
+    deadline
+        ``time.time()`` by which the greedy variants must be done: one still running then is dropped
+        (the serial schedule and ``candidates`` remain), so the warm start counts against a time limit.
     """
     variants = [True, False] if allow_sharing is None else [allow_sharing]
     best: SlotSolution | None = None
     best_value = 0
     # the serial schedule is a candidate too, so the warm start is never worse than the default bound
-    own = [_greedy(problem, share) for share in variants] + [serial_solution(problem)] if greedy else []
+    own: list[SlotSolution | None] = []
+    if greedy:
+        own = [_greedy(problem, share, deadline=deadline) for share in variants] + [serial_solution(problem)]
     for solution in [*own, *candidates]:
+        if solution is None:
+            continue  # a greedy variant stopped at the deadline
         if check_solution(problem, solution, check_windows=False):
             continue  # a greedy bug must never leak an invalid warm start; the other variant remains
         value = problem.objective_slots(evaluate(problem, solution, exact=True))
@@ -126,14 +134,19 @@ def policy_warm_starts(
         Registered policy names.
     time_budget
         Seconds these simulations may take (``None``: no limit). The look-ahead is skipped when its
-        estimated cost (:data:`LOOKAHEAD_SECONDS_PER_JOB` per job) exceeds it; the others are cheap.
+        estimated cost (:data:`LOOKAHEAD_SECONDS_PER_JOB` per job) exceeds it; no policy starts once it
+        is spent and one schedule is kept (the first policy always runs: the best policy's schedule is
+        what a solve returns at worst).
     """
     # imported here: the heuristics are needed only when a solve starts, not to build models
     from heuristics.loop import InvalidActionError, PolicyStalledError
     from heuristics.simulator import simulate
 
     solutions: list[SlotSolution] = []
+    began = time.perf_counter()
     for name in policies:
+        if time_budget is not None and time.perf_counter() - began >= time_budget and solutions:
+            break  # the budget is spent: keep what the first policies gave
         if (
             name == "sjf-bsbf-lookahead"
             and time_budget is not None
@@ -158,9 +171,12 @@ def policy_warm_starts(
     return solutions
 
 
-def _greedy(problem: SlottedProblem, share: bool, priority: Sequence[float] | None = None) -> SlotSolution:
+def _greedy(
+    problem: SlottedProblem, share: bool, priority: Sequence[float] | None = None, *, deadline: float | None = None
+) -> SlotSolution | None:
     """List scheduling slot by slot: waiting jobs in ``priority`` order (default shortest first), each
-    started alone or, with ``share``, next to running jobs when the pairwise estimate says so."""
+    started alone or, with ``share``, next to running jobs when the pairwise estimate says so.
+    ``None`` if ``deadline`` (``time.time()``) passes first."""
     rank = [float(job.min_slots) for job in problem.jobs] if priority is None else list(priority)
     units = problem.units_per_slot
     capacity = problem.capacity
@@ -171,6 +187,8 @@ def _greedy(problem: SlottedProblem, share: bool, priority: Sequence[float] | No
     waiting: list[int] = []
     t = 0
     while pending or waiting or running:
+        if deadline is not None and time.time() > deadline:
+            return None
         while pending and problem.jobs[pending[0]].release <= t:
             waiting.append(pending.pop(0))
         waiting.sort(key=lambda i: (rank[i], i))
@@ -252,8 +270,11 @@ def local_search(
     for position, i in enumerate(order):
         rank[i] = float(position)
     share, current = True, math.inf
+    deadline = time.time() + time_budget  # the first decodes count against the budget too
     for variant in (True, False):
-        candidate = _greedy(problem, variant, rank)
+        candidate = _greedy(problem, variant, rank, deadline=deadline)
+        if candidate is None:
+            return best
         if not check_solution(problem, candidate, check_windows=False) and value(candidate) < current:
             share, current = variant, value(candidate)
             if current < best_value:
@@ -263,7 +284,9 @@ def local_search(
     while time.perf_counter() - began < time_budget and stale < limit:
         a, b = rng.sample(range(n), 2)
         rank[a], rank[b] = rank[b], rank[a]
-        candidate = _greedy(problem, share, rank)
+        candidate = _greedy(problem, share, rank, deadline=deadline)
+        if candidate is None:
+            break
         candidate_value = value(candidate)
         if candidate_value <= current and not check_solution(problem, candidate, check_windows=False):
             stale = 0 if candidate_value < current else stale + 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from enum import StrEnum
 from pathlib import Path
@@ -70,15 +71,48 @@ def instance_summary(instance: Any) -> dict[str, Any]:
     }
 
 
+SUMMARY_UNITS = {
+    "gpu_memory_gib": "GiB",
+    "capacity": "jobs per GPU",
+    "arrival_first": "s",
+    "arrival_last": "s",
+    "duration_min": "s",
+    "duration_median": "s",
+    "duration_max": "s",
+    "gpu_seconds": "GPU·s",
+}
+"""Unit of each number of :func:`instance_summary` (the JSON output keeps plain numbers)."""
+
+
+def _with_unit(key: str, value: Any) -> str:
+    unit = SUMMARY_UNITS.get(key, "")
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "-"
+        text = f"{value:,.2f}" if unit not in ("s", "GPU·s") or abs(value) < 3600 else f"{value:,.0f}"
+        if unit in ("s", "GPU·s") and abs(value) >= 3600:
+            return f"{text} {unit} ({value / 3600:,.1f} {'h' if unit == 's' else 'GPU·h'})"
+        return f"{text} {unit}".rstrip()
+    return f"{value} {unit}".rstrip()
+
+
 def _print_summary(summary: dict[str, Any]) -> None:
     table = Table(title=f"instance {summary['name']}", show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")
     for key, value in summary.items():
-        if isinstance(value, float):
-            value = f"{value:,.2f}"
-        table.add_row(key.replace("_", " "), str(value))
+        if key == "gpu_demand":
+            continue  # its own table below
+        table.add_row(key.removesuffix("_gib").replace("_", " "), _with_unit(key, value))
     console.print(table)
+    demand = Table(title="GPU demand")
+    demand.add_column("GPUs per job", justify="right")
+    demand.add_column("jobs", justify="right")
+    demand.add_column("share", justify="right")
+    total = sum(summary["gpu_demand"].values()) or 1
+    for gpus, count in summary["gpu_demand"].items():
+        demand.add_row(str(gpus), str(count), f"{count / total:.0%}")
+    console.print(demand)
 
 
 def register(app: typer.Typer) -> None:
@@ -131,14 +165,29 @@ def register(app: typer.Typer) -> None:
         nodes: Annotated[int | None, typer.Option(help="servers (default: the trace's own cluster)")] = None,
         gpus_per_node: Annotated[int | None, typer.Option(help="GPUs per server")] = None,
         limit: Annotated[int | None, typer.Option(help="keep only the first N jobs by arrival")] = None,
+        capacity: Annotated[int | None, typer.Option(help="jobs per GPU, C (default 2)")] = None,
+        allow_implausible: Annotated[
+            bool, typer.Option("--allow-implausible", help="keep jobs longer than a year alone (else refused)")
+        ] = False,
         output: Annotated[Path, typer.Option("--output", "-o", help="instance JSON to write")] = Path("instance.json"),
         json_output: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
     ) -> None:
-        """Import a public trace (Muri, Tiresias, Gavel, Shockwave, Pollux) as a duetto instance."""
+        """Import a public trace (Muri, Tiresias, Gavel, Shockwave, Pollux) as a duetto instance.
+
+        The header must be the format's (another format's header is named) and absurd values (a job
+        longer than a year, a negative time) are refused with their row unless --allow-implausible."""
         from formulation.io import save_instance
         from formulation.traces import load_trace
 
-        options: dict[str, Any] = {"nodes": nodes, "gpus_per_node": gpus_per_node}
+        options: dict[str, Any] = {
+            "nodes": nodes,
+            "gpus_per_node": gpus_per_node,
+            "allow_implausible": allow_implausible,
+        }
+        if capacity is not None:
+            if capacity < 1:
+                fail(f"--capacity must be an integer >= 1 (jobs per GPU at once), got {capacity}")
+            options["capacity"] = capacity
         if limit is not None:
             if limit < 1:
                 fail("--limit must be >= 1")
@@ -173,9 +222,18 @@ def register(app: typer.Typer) -> None:
         schedule_path: Annotated[Path, typer.Argument(help="schedule JSON")],
         slotted: Annotated[bool, typer.Option("--slotted", help="use the slotted semantics")] = False,
         slot: Annotated[float | None, typer.Option(help="slot length Δ in seconds (default: the schedule's)")] = None,
+        capacity: Annotated[
+            int | None, typer.Option(help="jobs per GPU, C (default: the schedule's, else the instance's)")
+        ] = None,
+        restart_cost: Annotated[
+            float | None, typer.Option(help="seconds without progress after each preemption (default: the schedule's)")
+        ] = None,
         json_output: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
     ) -> None:
-        """Check a schedule against an instance; exit 0 if valid, 1 with every violation listed."""
+        """Check a schedule against an instance; exit 0 if valid, 1 with every violation listed.
+
+        The capacity, slot and restart cost are the schedule's own (what `simulate` used) unless given
+        here, so a schedule `simulate` calls valid is valid here too."""
         from formulation.io import load_instance, load_schedule
         from formulation.metrics import compute_metrics
         from formulation.validator import validate as run_validator
@@ -185,13 +243,22 @@ def register(app: typer.Typer) -> None:
         use_slots = slotted or schedule.slot is not None or slot is not None
         if slot is not None and slot <= 0:
             fail("--slot must be > 0")
-        report = run_validator(instance, schedule, slotted=use_slots, slot=slot)
+        if capacity is not None and capacity < 1:
+            fail(f"--capacity must be an integer >= 1 (jobs per GPU at once), got {capacity}")
+        if restart_cost is not None:
+            if restart_cost < 0 or not math.isfinite(restart_cost):
+                fail(f"--restart-cost must be a finite number >= 0, got {restart_cost}")
+            schedule = dataclasses.replace(schedule, restart_overhead=restart_cost)
+        report = run_validator(instance, schedule, slotted=use_slots, slot=slot, capacity=capacity)
+        used_capacity = capacity or schedule.capacity or instance.cluster.capacity
         metrics = compute_metrics(instance, report)
         if json_output:
             print_json(
                 {
                     "valid": report.ok,
                     "slotted": report.slotted,
+                    "capacity": used_capacity,
+                    "restart_cost": schedule.restart_overhead,
                     "violations": [
                         {"rule": v.rule, "job": v.job_id, "gpu": v.gpu, "time": v.time, "message": v.message}
                         for v in report.violations
@@ -202,11 +269,12 @@ def register(app: typer.Typer) -> None:
             )
         elif report.ok:
             console.print(
-                f"[green]valid[/] ({'slotted' if report.slotted else 'continuous'}): {metrics['completed']} jobs, "
+                f"[green]valid[/] ({'slotted' if report.slotted else 'continuous'}, C={used_capacity}): "
+                f"{metrics['completed']} jobs, "
                 f"average JCT {metrics['jct_avg']:,.2f} s, makespan {metrics['makespan']:,.2f} s"
             )
         else:
-            console.print(f"[red]invalid[/]: {len(report.violations)} violations")
+            console.print(f"[red]invalid[/] (C={used_capacity}): {len(report.violations)} violations")
             for violation in report.violations:
                 console.print(f"  {violation}", highlight=False)
         if not report.ok:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 from rich.table import Table
 
 from duetto.cli_support import EXIT_INTERRUPTED, console, fail, print_json, user_errors
@@ -118,14 +119,42 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
-def _print_frame(frame: Any, title: str, columns: list[str] | None = None, digits: int = 3) -> None:
-    table = Table(title=title)
-    shown = columns or list(frame.columns)
-    for column in shown:
-        table.add_column(str(column))
-    for row in frame[shown].itertuples(index=False):
-        table.add_row(*(_fmt(v, digits) for v in row))
-    console.print(table)
+KEY_COLUMNS = ("method", "n", "policy", "metric")
+"""Columns repeated in every part of a folded table (they say what a row is)."""
+WRAPPED_WIDTH = 36
+"""Free-text columns (``note``) wrap at this width instead of widening the table."""
+
+
+def _print_frame(
+    frame: Any, title: str, columns: list[str] | None = None, digits: int = 3, out: Console | None = None
+) -> None:
+    """Print ``frame`` as a table that fits the console: when its columns are wider than the console,
+    it is folded into several tables, each repeating the key columns (method, n, ...), headers whole."""
+    target = out or console
+    shown = [c for c in (columns or list(frame.columns)) if c in frame.columns]
+    cells = {c: [_fmt(v, digits) for v in frame[c]] for c in shown}
+
+    def width(column: str) -> int:
+        longest = max([len(str(column)), *(len(v) for v in cells[column])])
+        return min(longest, max(WRAPPED_WIDTH, len(str(column)))) + 3  # padding and the border
+
+    keys = [c for c in shown if c in KEY_COLUMNS]
+    rest = [c for c in shown if c not in keys]
+    budget = target.width - 1 - sum(width(c) for c in keys)
+    parts: list[list[str]] = []
+    for column in rest:
+        if parts and sum(width(c) for c in parts[-1]) + width(column) <= budget:
+            parts[-1].append(column)
+        else:
+            parts.append([column])
+    for number, part in enumerate(parts or [[]]):
+        suffix = "" if len(parts) <= 1 else f" ({number + 1}/{len(parts)})"
+        table = Table(title=title + suffix if number == 0 else f"{title.split(' (')[0]}{suffix}")
+        for column in [*keys, *part]:
+            table.add_column(str(column), no_wrap=column != "note", overflow="fold", min_width=len(str(column)))
+        for index in range(len(frame)):
+            table.add_row(*(cells[c][index] for c in [*keys, *part]))
+        target.print(table)
 
 
 def _print_files(files: list[Path]) -> None:
@@ -259,6 +288,7 @@ def register(app: typer.Typer) -> None:
                     "bound_gap_median",
                     "bound_gap_max",
                     "wall_median_s",
+                    "note",
                 ],
             )
         _print_files(outcome.files)
@@ -324,6 +354,7 @@ def register(app: typer.Typer) -> None:
                     "summary": outcome.summary.to_dict(orient="records"),
                     "fits": outcome.fits.to_dict(orient="records"),
                     "stopped": outcome.stopped,
+                    "reasons": outcome.reasons,
                     "files": [str(f) for f in outcome.files],
                     "failed": {key: message for run in outcome.runs for key, message in run.failed.items()},
                 }
@@ -335,24 +366,26 @@ def register(app: typer.Typer) -> None:
         if not outcome.summary.empty:
             _print_frame(
                 outcome.summary,
-                "seconds per method and size",
+                "seconds per method and size (startup: the warm-up run, not counted; note: why a row is empty)",
                 [
                     "method",
                     "n",
                     "runs",
                     "seconds_median",
                     "seconds_max",
+                    "startup_median",
                     "proven_fraction",
                     "solver_gap_median",
                     "validated",
+                    "note",
                 ],
             )
         if not outcome.fits.empty:
             _print_frame(outcome.fits, "fitted growth: seconds ≈ c·n^exponent", digits=2)
-        for method, size in outcome.stopped.items():
-            console.print(
-                f"  {method}: stopped before n={size} (median over {max_seconds:g} s, or skipped)", highlight=False
-            )
+        for method, why in outcome.reasons.items():
+            size = outcome.stopped.get(method)
+            after = f"not run from n={size}: " if size is not None else ""
+            console.print(f"  {method}: {after}{why}", highlight=False)
         _print_files(outcome.files)
         _exit_if_failed(outcome.runs)
 
@@ -360,7 +393,7 @@ def register(app: typer.Typer) -> None:
     @user_errors
     def replay(
         kind: Annotated[str, typer.Argument(help="trace format: pollux, muri, gavel, tiresias, shockwave")],
-        paths: Annotated[list[Path], typer.Argument(help="trace file(s); several: the table averages them")],
+        paths: Annotated[list[Path], typer.Argument(help="trace file(s); several: the table pools their jobs")],
         policy: Annotated[list[str] | None, typer.Option(help="policy (repeatable; default: every one)")] = None,
         interference: Annotated[
             list[str] | None,
@@ -433,7 +466,9 @@ def register(app: typer.Typer) -> None:
         for variant, table in outcome.tables.items():
             rows = outcome.rows[outcome.rows["interference"] == variant].iloc[0]
             flat = table.reset_index()
-            files_text = paths[0].name if len(paths) == 1 else f"mean of {len(paths)} traces"
+            files_text = (
+                paths[0].name if len(paths) == 1 else f"{len(paths)} traces, jobs pooled (makespan: mean over files)"
+            )
             _print_frame(
                 flat,
                 f"{files_text} on {rows['nodes']}×{rows['gpus_per_node']} GPUs, interference "
@@ -453,6 +488,37 @@ def register(app: typer.Typer) -> None:
                 console.print(f"  [red]invalid schedule[/]: {row['policy']} ({row['interference']})", highlight=False)
         _print_files(outcome.files)
         _exit_if_failed([outcome.run])
+
+    @app.command()
+    @user_errors
+    def results(
+        results_dir: Annotated[Path, typer.Option("--results", help="folder of the stored study outputs")] = Path(
+            "results"
+        ),
+        document: Annotated[Path, typer.Option("--doc", help="document with generated tables")] = Path(
+            "docs/results.md"
+        ),
+        check: Annotated[
+            bool, typer.Option("--check", help="change nothing; exit 1 if a table differs from its stored output")
+        ] = False,
+        json_output: Annotated[bool, typer.Option("--json", help="print what was done as JSON")] = False,
+    ) -> None:
+        """Regenerate the results document's tables from the stored study outputs (one command)."""
+        from benchmarks.results_doc import update_document
+
+        update = update_document(document, results_dir, check=check)
+        if json_output:
+            print_json({"changed": update.changed, "current": update.current, "missing": update.missing})
+        else:
+            verb = "stale" if check else "rewritten"
+            for name in update.changed:
+                console.print(f"  {name}: {verb}", highlight=False)
+            for name in update.current:
+                console.print(f"  {name}: current", highlight=False)
+            for name, command in update.missing.items():
+                console.print(f"  {name}: no stored output in {results_dir}; it comes from: {command}", highlight=False)
+        if check and update.changed:
+            raise typer.Exit(1)
 
     @app.command("predictor-study")
     @user_errors
@@ -518,13 +584,22 @@ def register(app: typer.Typer) -> None:
         slotted: Annotated[
             bool | None, typer.Option("--slotted/--continuous", help="semantics (default: the schedule's)")
         ] = None,
+        allow_invalid: Annotated[
+            bool, typer.Option("--allow-invalid", help="draw a schedule that fails validation (else exit 2)")
+        ] = False,
     ) -> None:
-        """Per-GPU Gantt chart of a schedule (from the validator's occupancy intervals)."""
+        """Per-GPU Gantt chart of a schedule (from the validator's occupancy intervals).
+
+        A schedule that is not valid for the instance (the wrong instance, most often) exits 2 with the
+        validator's first violations and writes nothing, unless --allow-invalid."""
         from benchmarks.replay import plot_schedule
 
-        path, metrics = plot_schedule(schedule_path, instance, output, slotted=slotted)
+        path, metrics = plot_schedule(schedule_path, instance, output, slotted=slotted, allow_invalid=allow_invalid)
         state = "valid" if metrics["valid"] else "[red]INVALID[/]"
-        console.print(
-            f"wrote {path} ({state}; average JCT {metrics['jct_avg']:,.1f} s, makespan {metrics['makespan']:,.1f} s)",
-            highlight=False,
+        jct, makespan = metrics["jct_avg"], metrics["makespan"]
+        numbers = (
+            f"average JCT {jct:,.1f} s, makespan {makespan:,.1f} s"
+            if math.isfinite(jct) and math.isfinite(makespan)
+            else "no job completed"
         )
+        console.print(f"wrote {path} ({state}; {numbers})", highlight=False)

@@ -17,6 +17,7 @@ import pandas as pd
 
 from formulation.cluster import Cluster
 from formulation.errors import DuettoInputError, InfeasibleInstanceError
+from formulation.instance import Instance
 from formulation.speed import Profile
 
 PathLike = str | Path
@@ -272,3 +273,75 @@ def measured_profile(
     if not math.isfinite(iteration_seconds) or iteration_seconds <= 0:
         raise DuettoInputError(f"iteration time must be > 0, got {iteration_seconds!r}", source=f"profile '{name}'")
     return Profile(name=name, compute_table=((batch_size, iteration_seconds),), stage_times=stage_times)
+
+
+# --- format and unit checks (a trace read with the wrong loader or unit must not load silently) -----
+
+MAX_PLAUSIBLE_SECONDS = 365 * 24 * 3600.0
+"""A job running longer than a year alone is refused unless the caller allows it: it is what a trace
+in milliseconds read as seconds looks like (Muri's ``trace2.csv`` as Tiresias gave a 49-year job)."""
+
+_CSV_SIGNATURES: tuple[tuple[str, frozenset[str]], ...] = (
+    # most specific first: a Muri header is a Tiresias header plus Muri's own columns
+    ("muri", frozenset({"job_id", "num_gpu", "submit_time", "duration", "iteration_time", "resource_time_0"})),
+    ("tiresias", frozenset({"job_id", "num_gpu", "submit_time", "iterations", "model_name", "duration"})),
+    ("pollux", frozenset({"name", "time", "application", "num_replicas", "batch_size"})),
+)
+
+
+def detect_kind(path: PathLike) -> str | None:
+    """The trace format a file's first line says it is (``muri``, ``tiresias``, ``pollux``, ``gavel``
+    for 7-10 tab-separated fields, ``shockwave`` for 12), or ``None`` when it is none of these."""
+    try:
+        with Path(path).open(encoding="utf-8", errors="replace") as handle:
+            first = handle.readline().rstrip("\r\n")
+    except OSError:
+        return None
+    if "\t" in first:
+        count = len(first.split("\t"))
+        return "shockwave" if count == 12 else ("gavel" if count in (7, 9, 10) else None)
+    header = {name.strip() for name in first.split(",")}
+    for kind, signature in _CSV_SIGNATURES:
+        if signature <= header:
+            return kind
+    return None
+
+
+def check_kind(path: PathLike, kind: str) -> None:
+    """Refuse a file whose header is another format's, naming the format that matches."""
+    detected = detect_kind(path)
+    compatible = {kind, "gavel", "shockwave"} if kind in ("gavel", "shockwave") else {kind}
+    if detected is not None and detected not in compatible:
+        raise DuettoInputError(
+            f"this is a {detected} trace (by its header), not {kind}: import it as {detected} "
+            f"(its times are in the units that format defines)",
+            source=str(path),
+        )
+
+
+def frame_rows(frame: pd.DataFrame) -> list[str]:
+    """``row N`` (1-based data rows of the file) for each row of ``frame``, for :func:`check_plausible`."""
+    return [f"row {int(index) + 1}" for index in frame.index]
+
+
+def check_plausible(instance: Instance, file: PathLike, rows: Sequence[str] | None = None, *, allow: bool) -> Instance:
+    """``instance`` unless a job is absurd: alone longer than :data:`MAX_PLAUSIBLE_SECONDS`, or a
+    negative arrival. The error names the file's row (``rows[position]``, else the job id) and the
+    option that keeps such jobs (``allow``: ``allow_implausible=True``, ``--allow-implausible``)."""
+    if allow:
+        return instance
+    for position, job in enumerate(instance.jobs):
+        where = f"{file}, {rows[position]}" if rows is not None else f"{file}, job '{job.id}'"
+        if job.arrival < 0:
+            raise DuettoInputError(
+                f"job '{job.id}' arrives at {job.arrival:g} s, before time 0", source=where, field="arrival"
+            )
+        duration = instance.isolated_duration(job)
+        if duration > MAX_PLAUSIBLE_SECONDS:
+            raise DuettoInputError(
+                f"job '{job.id}' runs {duration:,.0f} s alone ({duration / MAX_PLAUSIBLE_SECONDS:,.1f} years): "
+                "a unit mix-up? (allow_implausible=True / --allow-implausible keeps it)",
+                source=where,
+                field="duration",
+            )
+    return instance

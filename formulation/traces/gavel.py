@@ -45,7 +45,9 @@ from formulation.traces.common import (
     PathLike,
     build_cluster,
     check_gang_fits,
+    check_kind,
     check_limit,
+    check_plausible,
     earliest,
     existing_file,
     measured_profile,
@@ -369,6 +371,7 @@ def load_gavel(
     pairwise: PathLike | None = None,
     missing_throughput: MissingThroughput = "scale",
     name: str | None = None,
+    allow_implausible: bool = False,
 ) -> Instance:
     """Load a Gavel trace (``msr_seed0/*.trace``; 7, 9, 10 or 12 fields per line).
 
@@ -398,18 +401,22 @@ def load_gavel(
         ``metadata["extrapolated_throughputs"]``.
     name
         Instance name; default the file's stem.
+    allow_implausible
+        Keep jobs longer than a year alone (:data:`~formulation.traces.common.MAX_PLAUSIBLE_SECONDS`);
+        by default they are refused with their row: they are what a unit mix-up looks like.
     """
     check_limit(limit)
     if missing_throughput not in ("scale", "error"):
         raise DuettoInputError(f"must be 'scale' or 'error', got {missing_throughput!r}", field="missing_throughput")
     file = Path(path)
+    check_kind(file, "gavel")
     records = parse_gavel_trace(file)
     if limit is not None:
         records = [records[i] for i in earliest([r.arrival for r in records], limit)]
     cluster = build_cluster(nodes, gpus_per_node, GAVEL_DEFAULT_CLUSTER, gpu_memory_gib, capacity)
     tput_file = Path(throughputs) if throughputs is not None else default_data_file(file, THROUGHPUTS_FILE, "gavel")
     table = read_isolated_throughputs(tput_file, worker_type)
-    return build_gavel_instance(
+    instance = build_gavel_instance(
         records,
         file,
         cluster,
@@ -428,3 +435,4 @@ def load_gavel(
             "units": "arrival s; iteration time = 1 / throughput (steps/s)",
         },
     )
+    return check_plausible(instance, file, None, allow=allow_implausible)

@@ -25,8 +25,11 @@ from formulation.traces.common import (
     PathLike,
     ProfileNamer,
     check_gang_fits,
+    check_kind,
     check_limit,
+    check_plausible,
     check_unique_ids,
+    frame_rows,
     measured_profile,
     numeric_column,
     read_job_table,
@@ -64,6 +67,7 @@ def load_muri(
     cluster_spec: PathLike | None = None,
     duration_from: Literal["duration", "iterations"] = "duration",
     name: str | None = None,
+    allow_implausible: bool = False,
 ) -> Instance:
     """Load a Muri trace CSV.
 
@@ -89,6 +93,9 @@ def load_muri(
         (the two differ by up to 2× on some rows).
     name
         Instance name; default the file's stem.
+    allow_implausible
+        Keep jobs longer than a year alone (:data:`~formulation.traces.common.MAX_PLAUSIBLE_SECONDS`);
+        by default they are refused with their row: they are what a unit mix-up looks like.
 
     Returns
     -------
@@ -99,6 +106,7 @@ def load_muri(
     if duration_from not in ("duration", "iterations"):
         raise DuettoInputError(f"must be 'duration' or 'iterations', got {duration_from!r}", field="duration_from")
     file = Path(path)
+    check_kind(file, "muri")
     frame = read_job_table(file, MURI_COLUMNS, limit)
     cluster = spec_cluster(
         file, nodes, gpus_per_node, cluster_spec, MURI_CLUSTER_FILE, MURI_DEFAULT_CLUSTER, gpu_memory_gib, capacity
@@ -130,7 +138,7 @@ def load_muri(
         count = float(duration[i]) / t if duration_from == "duration" else float(iterations[i])
         jobs.append(Job(job_id, float(submit[i]), g, count, b, profile_name))
 
-    return Instance(
+    instance = Instance(
         cluster=cluster,
         jobs=tuple(jobs),
         profiles=profiles,
@@ -144,3 +152,4 @@ def load_muri(
             "units": "submit_time and duration ms -> s; iteration_time, resource_time_* ms -> s",
         },
     )
+    return check_plausible(instance, file, frame_rows(frame), allow=allow_implausible)

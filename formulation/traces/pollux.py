@@ -59,9 +59,12 @@ from formulation.traces.common import (
     PathLike,
     build_cluster,
     check_gang_fits,
+    check_kind,
     check_limit,
+    check_plausible,
     check_unique_ids,
     earliest,
+    frame_rows,
     numeric_column,
     read_table,
     row_source,
@@ -370,6 +373,7 @@ def load_pollux(
     profiles_dir: PathLike | None = None,
     memory: Literal["max_local_bsz", "none"] = "max_local_bsz",
     name: str | None = None,
+    allow_implausible: bool = False,
 ) -> Instance:
     """Load a Pollux workload CSV with fitted application profiles.
 
@@ -392,11 +396,15 @@ def load_pollux(
         matter); ``"none"``: 0 GiB.
     name
         Instance name; default ``<folder>/<file stem>``.
+    allow_implausible
+        Keep jobs longer than a year alone (:data:`~formulation.traces.common.MAX_PLAUSIBLE_SECONDS`);
+        by default they are refused with their row: they are what a unit mix-up looks like.
     """
     check_limit(limit)
     if memory not in ("max_local_bsz", "none"):
         raise DuettoInputError(f"must be 'max_local_bsz' or 'none', got {memory!r}", field="memory")
     file = Path(path)
+    check_kind(file, "pollux")
     frame = read_table(file, WORKLOAD_COLUMNS)
     if frame.empty:
         raise DuettoInputError("no jobs in the workload", source=str(file))
@@ -436,7 +444,7 @@ def load_pollux(
         iterations = max(1.0, float(round(fit.iterations(int(batch[i])))))
         jobs.append(Job(job_id, float(arrival[i]), r, iterations, local, profile.name))
 
-    return Instance(
+    instance = Instance(
         cluster=cluster,
         jobs=tuple(jobs),
         profiles=profiles,
@@ -451,3 +459,4 @@ def load_pollux(
             "units": "time s; fitted Eq. 1-3 seconds; iterations from Pollux's progress / efficiency rule",
         },
     )
+    return check_plausible(instance, file, frame_rows(frame), allow=allow_implausible)

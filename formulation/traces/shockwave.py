@@ -22,7 +22,7 @@ from typing import Literal
 from formulation.errors import DuettoInputError
 from formulation.instance import Instance
 from formulation.interference import InterferenceModel
-from formulation.traces.common import PathLike, build_cluster, check_limit, earliest
+from formulation.traces.common import PathLike, build_cluster, check_kind, check_limit, check_plausible, earliest
 from formulation.traces.gavel import (
     DEFAULT_WORKER_TYPE,
     MissingThroughput,
@@ -51,6 +51,7 @@ def load_shockwave(
     duration_from: Literal["trace", "steps"] = "trace",
     missing_throughput: MissingThroughput = "error",
     name: str | None = None,
+    allow_implausible: bool = False,
 ) -> Instance:
     """Load a Shockwave trace (12 tab-separated fields per line).
 
@@ -80,6 +81,9 @@ def load_shockwave(
         shipped traces has a measurement).
     name
         Instance name; default the file's stem.
+    allow_implausible
+        Keep jobs longer than a year alone (:data:`~formulation.traces.common.MAX_PLAUSIBLE_SECONDS`);
+        by default they are refused with their row: they are what a unit mix-up looks like.
     """
     check_limit(limit)
     if duration_from not in ("trace", "steps"):
@@ -87,6 +91,7 @@ def load_shockwave(
     if missing_throughput not in ("scale", "error"):
         raise DuettoInputError(f"must be 'scale' or 'error', got {missing_throughput!r}", field="missing_throughput")
     file = Path(path)
+    check_kind(file, "shockwave")
     records = parse_gavel_trace(file, formats=(12,))
     if limit is not None:
         records = [records[i] for i in earliest([r.arrival for r in records], limit)]
@@ -95,7 +100,7 @@ def load_shockwave(
         Path(throughputs) if throughputs is not None else default_data_file(file, TACC_THROUGHPUTS_FILE, "shockwave")
     )
     table = read_isolated_throughputs(tput_file, worker_type)
-    return build_gavel_instance(
+    instance = build_gavel_instance(
         records,
         file,
         cluster,
@@ -116,3 +121,4 @@ def load_shockwave(
             "units": "arrival and duration s; iteration time = 1 / throughput (steps/s)",
         },
     )
+    return check_plausible(instance, file, None, allow=allow_implausible)

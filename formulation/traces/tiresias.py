@@ -19,8 +19,11 @@ from formulation.traces.common import (
     PathLike,
     ProfileNamer,
     check_gang_fits,
+    check_kind,
     check_limit,
+    check_plausible,
     check_unique_ids,
+    frame_rows,
     measured_profile,
     numeric_column,
     read_job_table,
@@ -45,6 +48,7 @@ def load_tiresias(
     limit: int | None = None,
     cluster_spec: PathLike | None = None,
     name: str | None = None,
+    allow_implausible: bool = False,
 ) -> Instance:
     """Load a Tiresias trace CSV.
 
@@ -64,6 +68,9 @@ def load_tiresias(
         Cluster CSV; default ``n32g4.csv`` beside the trace if it exists, else 32 nodes × 4 GPUs.
     name
         Instance name; default the file's stem.
+    allow_implausible
+        Keep jobs longer than a year alone (:data:`~formulation.traces.common.MAX_PLAUSIBLE_SECONDS`);
+        by default they are refused with their row: they are what a unit mix-up looks like.
 
     Returns
     -------
@@ -72,6 +79,7 @@ def load_tiresias(
     """
     check_limit(limit)
     file = Path(path)
+    check_kind(file, "tiresias")
     frame = read_job_table(file, TIRESIAS_COLUMNS, limit)
     cluster = spec_cluster(
         file,
@@ -104,7 +112,7 @@ def load_tiresias(
             profiles[profile_name] = measured_profile(profile_name, 1, seconds)
         jobs.append(Job(job_id, float(submit[i]), g, float(iterations[i]), 1, profile_name))
 
-    return Instance(
+    instance = Instance(
         cluster=cluster,
         jobs=tuple(jobs),
         profiles=profiles,
@@ -117,3 +125,4 @@ def load_tiresias(
             "units": "seconds; iteration time = duration / iterations; batch size unknown (1)",
         },
     )
+    return check_plausible(instance, file, frame_rows(frame), allow=allow_implausible)
