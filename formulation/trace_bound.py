@@ -53,6 +53,14 @@ from formulation.instance import Instance
 INTERVALS_PER_JOB = 6
 #: Most jobs × intervals cells the default grid allows (the Lagrangian's dense arrays).
 MAX_CELLS = 10_000_000
+#: Share of the time limit for the interval LP and its cuts when the split LPs follow.
+LAGRANGIAN_SHARE = 0.3
+#: Most (job, interval) cells of the split LP with separate time caps on the first grid (dual
+#: simplex: 4 s at 330,000 cells); beyond, it gets a coarser grid.
+SPLIT_CELLS = 1_000_000
+#: Cells per second of time left for the split LP with joint time caps (interior point: about 40 s
+#: at 210,000 cells on one core).
+JOINT_CELLS_PER_SECOND = 4_000
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,10 @@ class TraceJobs:
     #: (c, d, ξ_{c|d}, ξ_{d|c}) for every pair of classes that may share a GPU (c = d: two jobs of c);
     #: only filled when ``C = 2`` (the pairing cuts are for pairs)
     class_pairs: tuple[tuple[int, int, float, float], ...] = ()
+    #: GPU-seconds one unit of work costs when done sharing (min over 2 <= k <= C; inf: never shares)
+    shared_area: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: ξ to the best partner: work done sharing runs at 1/(p_j·ξ) at most (inf: never shares)
+    min_ratio: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 def _min_memory(instance: Instance, job_id: str) -> float:
@@ -94,6 +106,8 @@ def trace_jobs(instance: Instance) -> TraceJobs:
     pairs: list[tuple[int, int, float, float]] = []
     # factor[key] = min over k <= C of (the (k-1)-th smallest ratio to a possible partner) / k
     factor: dict[tuple[str, int], float] = {}
+    shared_factor: dict[tuple[str, int], float] = {}  # the same over k >= 2 only (inf: never shares)
+    smallest_ratio: dict[tuple[str, int], float] = {}  # ξ to the best partner (inf: never shares)
     for key in keys:
         victim = representative[key]
         partners: list[tuple[float, int]] = []  # (ratio, how many jobs)
@@ -114,7 +128,7 @@ def trace_jobs(instance: Instance) -> TraceJobs:
                 if capacity == 2 and c <= d:
                     pairs.append((c, d, max(1.0, forward), max(1.0, backward)))
         partners.sort()
-        best = 1.0
+        shared = math.inf
         taken = 0
         cursor = 0
         for k in range(2, capacity + 1):
@@ -124,8 +138,10 @@ def trace_jobs(instance: Instance) -> TraceJobs:
                 cursor += 1
             if cursor >= len(partners):
                 break
-            best = min(best, partners[cursor][0] / k)
-        factor[key] = best
+            shared = min(shared, partners[cursor][0] / k)
+        factor[key] = min(1.0, shared)
+        shared_factor[key] = shared
+        smallest_ratio[key] = partners[0][0] if partners else math.inf
     arrival = np.array([job.arrival for job in instance.jobs], dtype=float)
     duration = np.array([instance.isolated_duration(job) for job in instance.jobs], dtype=float)
     gpus = np.array([job.num_gpus for job in instance.jobs], dtype=float)
@@ -138,6 +154,8 @@ def trace_jobs(instance: Instance) -> TraceJobs:
         num_gpus=instance.cluster.num_gpus,
         alone_work=gpus * duration,
         job_class=np.array([position[(job.profile, job.batch_size)] for job in instance.jobs], dtype=int),
+        shared_area=gpus * duration * np.array([shared_factor[(j.profile, j.batch_size)] for j in instance.jobs]),
+        min_ratio=np.array([smallest_ratio[(job.profile, job.batch_size)] for job in instance.jobs], dtype=float),
         class_pairs=tuple(pairs),
     )
 
@@ -201,6 +219,19 @@ def interval_grid(jobs: TraceJobs, max_intervals: int) -> np.ndarray:
         keep = np.unique(np.concatenate([jobs.arrival, grid[:: max(1, len(grid) // max_intervals)], [end]]))
         grid = keep
     return grid
+
+
+def _grid_with_cells(jobs: TraceJobs, cells: float) -> _IntervalData:
+    """The default grid thinned until it has at most about ``cells`` (job, interval) cells."""
+    intervals = max(50, int(cells / max(1, len(jobs.ids))))
+    data = _interval_data(jobs, interval_grid(jobs, intervals))
+    for _ in range(4):
+        have = float((len(data.length) - data.first).sum())
+        if have <= cells * 1.05 or intervals <= 50:
+            break
+        intervals = max(50, int(intervals * cells / have * 0.95))
+        data = _interval_data(jobs, interval_grid(jobs, intervals))
+    return data
 
 
 @dataclass
@@ -489,6 +520,186 @@ def _subgradient(
     return best, best_prices
 
 
+#: Tangent points of ``Q_j ≥ V_j²`` in the split LP.
+TANGENTS = (0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0)
+
+
+def safe_lp_bound(
+    cost: np.ndarray,
+    matrix: Any,
+    row_lower: np.ndarray,
+    row_upper: np.ndarray,
+    col_lower: np.ndarray,
+    col_upper: np.ndarray,
+    row_dual: np.ndarray,
+) -> float:
+    """A lower bound on ``min c·x`` over ``row_lower ≤ A x ≤ row_upper``, ``col_lower ≤ x ≤ col_upper``
+    (every column bounded) from *any* row duals ``y``: ``Σ_i y_i·(bound of row i on y_i's side) +
+    Σ_j min(r_j·l_j, r_j·u_j)`` with ``r = c − Aᵀy`` (Neumaier & Shcherbina 2004). Valid whether or not
+    the solver converged: an interrupted interior point still certifies what its duals give."""
+    y = np.asarray(row_dual, dtype=float).copy()
+    y[(y > 0) & ~np.isfinite(row_lower)] = 0.0
+    y[(y < 0) & ~np.isfinite(row_upper)] = 0.0
+    reduced = cost - matrix.T @ y
+    rows = np.where(y > 0, y * np.where(np.isfinite(row_lower), row_lower, 0.0), 0.0) + np.where(
+        y < 0, y * np.where(np.isfinite(row_upper), row_upper, 0.0), 0.0
+    )
+    columns = np.minimum(reduced * col_lower, reduced * col_upper)
+    return float(rows.sum() + columns.sum())
+
+
+def split_lp_bound(
+    jobs: TraceJobs,
+    data: _IntervalData,
+    cuts: CapacityRows | None,
+    *,
+    time_rows: bool,
+    time_limit: float,
+    threads: int = 1,
+) -> tuple[float, str]:
+    """The interval LP with each job's work split into work done alone and work done sharing.
+
+    Work done alone (``u_{jt}``) runs at ``1/p_j`` at most and costs ``G_j·p_j`` GPU-seconds per unit;
+    work done sharing (``v_{jt}``) runs at ``1/(p_j·ξ_j)`` at most (``ξ_j``: the ratio to its best
+    partner) and costs ``jobs.shared_area``. A job that shares a fraction ``V_j`` of its work completes
+    at least ``p_j/2 + p_j·(ξ_j − 1)·V_j²/2`` after its mean busy time (the slow part first, the fast
+    part last is the latest the mass can sit), with ``V_j²`` bounded by tangents. With ``time_rows``
+    the time a job runs in an interval (``p_j·u + p_j·ξ_j·v``) is capped jointly, else each part alone.
+    The capacity rows are the area rows and any pairing ``cuts`` (the same coefficient on both parts).
+
+    Returns
+    -------
+    (bound on Σ_j E_j, HiGHS status)
+        The bound is :func:`safe_lp_bound` at HiGHS's duals (dual simplex; with ``time_rows`` the
+        interior point without crossover).
+    """
+    import highspy
+    import scipy.sparse as sparse
+
+    n = len(jobs.ids)
+    num_finite = len(data.length)
+    length, grid = data.length, data.grid
+    shares = np.isfinite(jobs.min_ratio) & np.isfinite(jobs.shared_area)
+    ratio = np.where(shares, jobs.min_ratio, 1.0)
+    shared_area = np.where(shares, jobs.shared_area, 0.0)
+    cells = num_finite - data.first  # finite cells per job
+    per_job = 2 * cells + 4  # u cells, v cells, u tail, v tail, V, Q
+    offset = np.concatenate([[0], np.cumsum(per_job)])
+    num_cols = int(offset[-1])
+    job_cell = np.repeat(np.arange(n), cells)
+    cell_interval = np.concatenate([np.arange(int(f), num_finite) for f in data.first]) if n else np.zeros(0, int)
+    cell_rank = cell_interval - data.first[job_cell]
+    u_col = offset[job_cell] + cell_rank
+    v_col = u_col + cells[job_cell]
+    u_tail = offset[:-1] + 2 * cells
+    v_tail, v_var, q_var = u_tail + 1, u_tail + 2, u_tail + 3
+    p = jobs.duration
+    cost = np.zeros(num_cols)
+    cost[u_col] = grid[cell_interval]
+    cost[v_col] = grid[cell_interval]
+    cost[u_tail] = cost[v_tail] = grid[-1]
+    cost[q_var] = np.where(shares, p * (ratio - 1) / 2, 0.0)
+    lower = np.zeros(num_cols)
+    upper = np.ones(num_cols)
+    upper[u_col] = np.minimum(1.0, length[cell_interval] / p[job_cell])
+    upper[v_col] = np.where(shares[job_cell], np.minimum(1.0, length[cell_interval] / (p * ratio)[job_cell]), 0.0)
+    upper[v_tail] = upper[v_var] = np.where(shares, 1.0, 0.0)
+    rows: list[np.ndarray] = []
+    cols: list[np.ndarray] = []
+    vals: list[np.ndarray] = []
+    row_lower: list[np.ndarray] = []
+    row_upper: list[np.ndarray] = []
+    inf = np.inf
+
+    def add(r: np.ndarray, c: np.ndarray, v: np.ndarray) -> None:
+        rows.append(r)
+        cols.append(c)
+        vals.append(v)
+
+    # capacity rows 0..K-1: the area rows, then the cuts
+    capacity = CapacityRows.area_rows(jobs, num_finite) if cuts is None else cuts
+    num_capacity = len(capacity)
+    add(cell_interval, u_col, jobs.alone_work[job_cell])
+    add(cell_interval, v_col, shared_area[job_cell])
+    row_lower.append(np.full(num_finite, -inf))
+    row_upper.append(length * jobs.num_gpus)
+    if num_capacity > num_finite:
+        extra = np.arange(num_finite, num_capacity)
+        for r in extra:
+            t = int(capacity.interval[r])
+            members = np.flatnonzero((capacity.coef[r] > 0) & (data.first <= t))
+            column = offset[members] + (t - data.first[members])
+            both = np.concatenate([column, column + cells[members]])
+            add(np.full(2 * len(members), r), both, np.tile(capacity.coef[r, members], 2))
+        row_lower.append(np.full(len(extra), -inf))
+        row_upper.append(length[capacity.interval[extra]] * jobs.num_gpus)
+    base = num_capacity
+    # job rows: all work done once
+    add(base + job_cell, u_col, np.ones(len(u_col)))
+    add(base + job_cell, v_col, np.ones(len(v_col)))
+    add(base + np.arange(n), u_tail, np.ones(n))
+    add(base + np.arange(n), v_tail, np.ones(n))
+    row_lower.append(np.ones(n))
+    row_upper.append(np.ones(n))
+    base += n
+    # V_j = Σ v: V − Σ v = 0
+    add(base + np.arange(n), v_var, np.ones(n))
+    add(base + job_cell, v_col, -np.ones(len(v_col)))
+    add(base + np.arange(n), v_tail, -np.ones(n))
+    row_lower.append(np.zeros(n))
+    row_upper.append(np.zeros(n))
+    base += n
+    # Q_j ≥ 2aV_j − a²
+    for a in TANGENTS:
+        add(base + np.arange(n), q_var, np.ones(n))
+        add(base + np.arange(n), v_var, np.full(n, -2 * a))
+        row_lower.append(np.full(n, -a * a))
+        row_upper.append(np.full(n, inf))
+        base += n
+    if time_rows:
+        # joint time in an interval, only where one part alone could overrun it
+        needed = np.flatnonzero(shares[job_cell] & ((p * ratio)[job_cell] > length[cell_interval]))
+        k = len(needed)
+        add(base + np.arange(k), u_col[needed], p[job_cell[needed]])
+        add(base + np.arange(k), v_col[needed], (p * ratio)[job_cell[needed]])
+        row_lower.append(np.full(k, -inf))
+        row_upper.append(length[cell_interval[needed]])
+        base += k
+    matrix = sparse.csc_matrix(
+        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(base, num_cols)
+    )
+    lower_rows = np.concatenate(row_lower)
+    upper_rows = np.concatenate(row_upper)
+    lp = highspy.HighsLp()
+    lp.num_col_ = num_cols
+    lp.num_row_ = base
+    lp.col_cost_ = cost
+    lp.col_lower_ = lower
+    lp.col_upper_ = upper
+    lp.row_lower_ = np.where(np.isfinite(lower_rows), lower_rows, -highspy.kHighsInf)
+    lp.row_upper_ = np.where(np.isfinite(upper_rows), upper_rows, highspy.kHighsInf)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = matrix.indptr.astype(np.int32)
+    lp.a_matrix_.index_ = matrix.indices.astype(np.int32)
+    lp.a_matrix_.value_ = matrix.data
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("threads", max(1, threads))
+    if time_rows:
+        # the joint time rows make simplex slow (47 s against 4 s for the interior point at 240 jobs)
+        h.setOptionValue("solver", "ipm")
+        h.setOptionValue("run_crossover", "off")
+    h.setOptionValue("time_limit", max(0.1, float(time_limit)))
+    h.passModel(lp)
+    h.run()
+    status = str(h.modelStatusToString(h.getModelStatus()))
+    solution = h.getSolution()
+    if not solution.dual_valid:
+        return -math.inf, status
+    value = safe_lp_bound(cost, matrix, lower_rows, upper_rows, lower, upper, np.asarray(solution.row_dual))
+    return value + float(p.sum()) / 2, status
+
+
 @dataclass(frozen=True)
 class TraceBound:
     """A proven lower bound on a trace's total (and average) JCT, and how it was obtained.
@@ -500,12 +711,15 @@ class TraceBound:
     average_jct
         ``total_jct / #jobs``.
     method
-        Which bound gave the number: ``"lagrangian"`` (interval LP prices) or ``"order-statistics"``.
+        Which component gave the number (``order_statistics``, ``lagrangian``, ``split``, ``split_joint``).
     lp_status
         HiGHS's status of the interval LP (``"Optimal"``, ``"Time limit reached"``, ``"skipped"``, ...).
     components
-        Every bound computed, as totals of JCT in seconds (``per_job``, ``order_statistics``,
-        ``lagrangian``, and ``lp`` where HiGHS proved the LP optimum, for comparison).
+        Every bound computed, as totals of JCT in seconds: ``per_job``, ``order_statistics``,
+        ``lagrangian`` (the interval LP's certificate), ``split`` and ``split_joint`` (the split LPs'
+        safe bounds), and ``lp`` (the interval LP's optimum as HiGHS reports it, for comparison).
+    statuses
+        HiGHS's status of each LP (``interval``, ``split``, ``split_joint``).
     intervals
         Intervals in the grid (the open tail included).
     cut_rounds
@@ -523,6 +737,7 @@ class TraceBound:
     seconds: float = 0.0
     num_jobs: int = 0
     cut_rounds: int = 0
+    statuses: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -535,6 +750,7 @@ class TraceBound:
             "seconds": self.seconds,
             "num_jobs": self.num_jobs,
             "cut_rounds": self.cut_rounds,
+            "statuses": dict(self.statuses),
         }
 
 
@@ -546,6 +762,7 @@ def trace_lower_bound(
     threads: int = 1,
     upper_bound: float | None = None,
     pairing_cuts: bool = True,
+    split: bool = True,
     progress: Callable[[str], None] | None = None,
 ) -> TraceBound:
     """A proven lower bound on the total JCT of ``instance`` under any schedule (module docstring).
@@ -555,7 +772,7 @@ def trace_lower_bound(
     instance
         The trace (any size; arrivals allowed).
     time_limit
-        Seconds for the whole computation; the LP gets what the grid leaves, the subgradient the rest.
+        Seconds for the whole computation (a split LP stopped by it still certifies its duals).
     max_intervals
         Cap on the grid's intervals (default ``INTERVALS_PER_JOB · #jobs``, at least 2,000, at most 20,000
         and ``MAX_CELLS`` jobs × intervals).
@@ -566,6 +783,9 @@ def trace_lower_bound(
     pairing_cuts
         Add the pairing cuts (``C = 2``: which classes may share, at which ratios; :func:`_separate`)
         and re-solve while they are violated and time is left.
+    split
+        After the interval LP (``LAGRANGIAN_SHARE`` of the time), solve :func:`split_lp_bound` with
+        separate, then joint, time caps in what is left.
     progress
         Called with a short message at each phase.
 
@@ -574,13 +794,15 @@ def trace_lower_bound(
     TraceBound
     """
     begin = time.monotonic()
-    deadline = begin + max(0.0, time_limit)
+    final = begin + max(0.0, time_limit)
+    # the simple LP and its cuts first (a share of the time), then the split LPs with what is left
+    deadline = begin + max(0.0, time_limit) * (LAGRANGIAN_SHARE if split else 1.0)
     say = progress or (lambda _message: None)
     jobs = trace_jobs(instance)
     n = len(jobs.ids)
     arrivals = float(jobs.arrival.sum())
     if n == 0:
-        return TraceBound(0.0, 0.0, "order-statistics", "skipped", {}, 0, time.monotonic() - begin, 0)
+        return TraceBound(0.0, 0.0, "order_statistics", "skipped", {}, 0, time.monotonic() - begin, 0)
     per_job = float((jobs.arrival + jobs.duration).sum())
     ordered = order_statistics_bound(jobs)
     components = {"per_job": per_job - arrivals, "order_statistics": ordered - arrivals}
@@ -632,10 +854,32 @@ def trace_lower_bound(
         target = upper_bound + arrivals if upper_bound is not None else max(best, ordered) * 1.2
         best, prices = _subgradient(jobs, data, rows, prices, deadline, target, best)
     components["lagrangian"] = best - arrivals
-    if components["lagrangian"] >= components["order_statistics"]:
-        total, method = components["lagrangian"], "lagrangian"
-    else:
-        total, method = components["order_statistics"], "order-statistics"
+    statuses: dict[str, str] = {"interval": status}
+    if split:
+        cuts = rows if len(rows) > len(data.length) else None
+        for time_rows in (False, True):
+            left = final - time.monotonic()
+            cells = float((len(data.length) - data.first).sum())
+            if left < 1.0:
+                break
+            allowed = JOINT_CELLS_PER_SECOND * left if time_rows else SPLIT_CELLS
+            if cells > allowed:
+                # a coarser grid of its own (the cuts belong to the first grid)
+                split_data = _grid_with_cells(jobs, allowed)
+                split_cuts = None
+            else:
+                split_data, split_cuts = data, cuts
+            say(f"split LP ({'joint' if time_rows else 'separate'} time caps)")
+            value, split_status = split_lp_bound(
+                jobs, split_data, split_cuts, time_rows=time_rows, time_limit=left, threads=threads
+            )
+            name = "split_joint" if time_rows else "split"
+            statuses[name] = split_status
+            if math.isfinite(value):
+                components[name] = value - arrivals
+    certified_names = ("order_statistics", "lagrangian", "split", "split_joint")
+    method = max((name for name in certified_names if name in components), key=lambda name: components[name])
+    total = components[method]
     return TraceBound(
         total_jct=total,
         average_jct=total / n,
@@ -646,4 +890,5 @@ def trace_lower_bound(
         seconds=time.monotonic() - begin,
         num_jobs=n,
         cut_rounds=rounds,
+        statuses=statuses,
     )
