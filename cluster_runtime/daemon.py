@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import importlib
+import json
 import logging
 import os
 import signal
@@ -55,6 +56,44 @@ def resolve_policy(name: str | None) -> Policy | None:
             field="policy",
         ) from None
     return make_policy(name)
+
+
+def _query_int(query: dict[str, list[str]], name: str, default: int) -> int:
+    """A non-negative integer query parameter, or a 400 naming it."""
+    values = query.get(name)
+    if not values:
+        return default
+    text = values[-1]
+    if not text.isdigit() or len(text) > 18:
+        raise DuettoInputError(f"query parameter '{name}' must be a non-negative integer, got {text!r}")
+    return int(text)
+
+
+def _query_choice(query: dict[str, list[str]], name: str, choices: tuple[str, ...]) -> str:
+    values = query.get(name)
+    if not values:
+        return choices[0]
+    if values[-1] not in choices:
+        raise DuettoInputError(f"query parameter '{name}' must be one of {', '.join(choices)}, got {values[-1]!r}")
+    return values[-1]
+
+
+def _leave_running(body: Any) -> bool:
+    """The shutdown body: ``{}`` or ``{"leave_running": true|false}``, a JSON boolean (``"false"`` is
+    not false)."""
+    if body in (None, {}):
+        return False
+    if not isinstance(body, dict):
+        raise DuettoInputError(f"expected a JSON object, got {type(body).__name__}", source="shutdown")
+    unknown = sorted(set(body) - {"leave_running"})
+    if unknown:
+        raise DuettoInputError(f"unknown field '{unknown[0]}'", source="shutdown", field=unknown[0])
+    value = body.get("leave_running", False)
+    if not isinstance(value, bool):
+        raise DuettoInputError(
+            f"must be true or false, got {json.dumps(value)}", source="shutdown", field="leave_running"
+        )
+    return value
 
 
 class StateLock:
@@ -153,14 +192,14 @@ class Daemon:
             ("GET", "jobs/logs"): lambda body, query, ids: {
                 "log": self.reconciler.logs(
                     ids[0],
-                    query.get("stream", ["stdout"])[0],
-                    int(query.get("tail", ["65536"])[0]),
-                    int(query.get("rank", ["0"])[0]),
+                    _query_choice(query, "stream", ("stdout", "stderr")),
+                    _query_int(query, "tail", 65536),
+                    _query_int(query, "rank", 0),
                 )
             },
             ("POST", "plan"): lambda body, query, ids: self._changed(self._apply(body)),
             ("POST", "reconcile"): lambda body, query, ids: self._reconcile_now(),
-            ("POST", "shutdown"): lambda body, query, ids: self.request_stop(bool((body or {}).get("leave_running"))),
+            ("POST", "shutdown"): lambda body, query, ids: self.request_stop(_leave_running(body)),
         }
         if self.config.listen:
             host, _, port = self.config.listen.rpartition(":")

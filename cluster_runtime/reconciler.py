@@ -304,6 +304,9 @@ class Reconciler:
         one, so that two specs of one list cannot define one name two ways.
         """
         spec = job_spec_from_dict(data, source)
+        if spec.workdir is not None and self.backend.name == "local" and not os.path.isdir(spec.workdir):
+            # Checked where the jobs run (the Ray backend's nodes are other machines: checked at launch).
+            raise DuettoInputError(f"{spec.workdir!r} is not a directory", source=source, field="workdir")
         if spec.inline_profile is not None and spec.profile_name not in measured:
             known = profiles.get(spec.profile_name, batch_profiles.get(spec.profile_name))
             if known is not None and known != spec.inline_profile:
