@@ -79,6 +79,10 @@ class Backend(Protocol):
 
     def stop_all(self, grace_s: float) -> None: ...
 
+    def sweep(self, runs_dir: str) -> list[int]:
+        """Kill every job process of ``runs_dir`` still running on any node; returns the pids killed."""
+        ...
+
     def shutdown(self, quit_mps: bool = True) -> None: ...
 
 
@@ -194,6 +198,10 @@ class LocalBackend:
     def stop_all(self, grace_s: float) -> None:
         for agent in self.agents:
             agent.stop_all(grace_s)
+
+    def sweep(self, runs_dir: str) -> list[int]:
+        # Every agent of this backend runs on this machine: one pass over /proc finds them all.
+        return self.agents[0].sweep(runs_dir) if self.agents else []
 
     def shutdown(self, quit_mps: bool = True) -> None:
         for agent in self.agents:

@@ -267,6 +267,15 @@ class Daemon:
         try:
             if not self.leave_running:
                 self.reconciler.stop_everything(self.config.stop_grace_s)
+                # Containment: no process of any launch outlives the daemon's shutdown (a child that
+                # left its job's session, an orphan whose wrapper was killed).
+                try:
+                    swept = self.backend.sweep(str(self.config.runs_dir))
+                except Exception as error:  # a node that does not answer must not stop the shutdown
+                    log.warning("sweeping job processes failed: %s", error)
+                else:
+                    if swept:
+                        log.warning("killed %d job process(es) left after stopping every launch", len(swept))
             self.backend.shutdown(quit_mps=not self.leave_running)
         finally:
             self.store.close()

@@ -234,6 +234,12 @@ class RayBackend:
     def stop_all(self, grace_s: float) -> None:
         self._get([agent.stop_all.remote(grace_s) for agent in self.agents])
 
+    def sweep(self, runs_dir: str) -> list[int]:
+        killed: list[int] = []
+        for answer in self._get([agent.sweep.remote(runs_dir) for agent in self.agents]):
+            killed += [int(pid) for pid in answer]
+        return killed
+
     def shutdown(self, quit_mps: bool = True) -> None:
         """Quit MPS on every node and end the agents (they are detached: kill them explicitly)."""
         if quit_mps:

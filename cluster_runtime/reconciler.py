@@ -397,28 +397,36 @@ class Reconciler:
 
     # --- crash recovery -----------------------------------------------------------------------------
     def recover(self) -> dict[str, int]:
-        """Re-adopt the processes a previous daemon left, and requeue launches that never started.
+        """Re-adopt the processes a previous daemon left, requeue launches that never started, and roll
+        back launches that started only partly.
 
-        Returns counts: ``adopted`` launches, ``not_started`` launches.
+        A launch the daemon was starting when it died (state ``starting``) is the runtime's own
+        business, never the job's: if every process of it was started it is adopted; if none was, it
+        is requeued; if only some were (a gang across nodes whose rank 0 started and rank 1 did not),
+        the started ones are stopped and the launch ends ``rolled-back``. None of these charges an
+        attempt. Returns counts: ``adopted``, ``not_started`` and ``rolled_back`` launches.
         """
-        adopted = not_started = 0
+        adopted = not_started = rolled_back = 0
         with self.lock:
             with self.store.read() as tx:
                 active = tx.active_launches()
                 rows = tx.procs([launch.id for launch in active])
             now = self.clock()
             for launch in active:
-                found = False
-                for proc in rows.get(launch.id, []):
+                procs = rows.get(launch.id, [])
+                found_ranks: set[int] = set()
+                for proc in procs:
                     if proc.pid is None:
                         hit = self.backend.find(proc.node, launch.id, proc.run_dir)
                         if hit is not None:
-                            found = True
+                            found_ranks.add(proc.rank)
                             with self.store.transaction() as tx:
                                 tx.set_proc(launch.id, proc.rank, int(hit["pid"]), hit["proc_start"])
                     else:
                         self.backend.adopt(proc.node, launch.id, proc.pid, proc.proc_start, proc.run_dir)
-                        found = True
+                        found_ranks.add(proc.rank)
+                found = bool(found_ranks)
+                partial = launch.state == "starting" and found and len(found_ranks) < len(procs)
                 with self.store.transaction() as tx:
                     if launch.state == "starting" and not found:
                         tx.update_launch(launch.id, state="ended", ended_at=now, outcome="not-started")
@@ -427,6 +435,24 @@ class Reconciler:
                             tx.update_job(launch.job_id, state="pending")
                         tx.event(now, "recovered", launch.job_id, f"launch {launch.id} never started; requeued")
                         not_started += 1
+                    elif partial:
+                        # Finished by the normal stop path: once the started ranks have ended, the launch
+                        # ends 'rolled-back' and the job is pending again, with no attempt charged.
+                        tx.update_launch(
+                            launch.id,
+                            state="stopping",
+                            started_at=launch.created_at,
+                            stop_requested_at=now,
+                            pending_outcome="rolled-back",
+                        )
+                        tx.event(
+                            now,
+                            "recovered",
+                            launch.job_id,
+                            f"launch {launch.id} was half-started ({len(found_ranks)} of {len(procs)} processes) "
+                            "when the daemon stopped; rolling it back (no attempt charged)",
+                        )
+                        rolled_back += 1
                     else:
                         if launch.state == "starting":
                             tx.update_launch(launch.id, state="running", started_at=launch.created_at)
@@ -434,6 +460,10 @@ class Reconciler:
                         adopted += 1
                 if launch.state == "starting" and not found:
                     self.backend.release(launch.id)
+                if partial:
+                    for proc in procs:
+                        if proc.rank in found_ranks:
+                            self.backend.stop(proc.node, launch.id, force=False)
             with self.store.transaction() as tx:
                 # A job marked running without an active launch cannot happen (one transaction sets
                 # both), but a hand-edited database should not leave a job stuck.
@@ -442,7 +472,7 @@ class Reconciler:
                     if job.id not in active_jobs:
                         tx.update_job(job.id, state="pending")
             self._decide_needed = True
-        return {"adopted": adopted, "not_started": not_started}
+        return {"adopted": adopted, "not_started": not_started, "rolled_back": rolled_back}
 
     # --- one pass -------------------------------------------------------------------------------------
     def reconcile(self) -> PassStats:
@@ -520,6 +550,7 @@ class Reconciler:
         codes = [(s.get("exit") or {}).get("returncode") for s in states]
         success = bool(codes) and all(code == 0 for code in codes)
         stopped_by_us = launch.stop_requested_at is not None and launch.pending_outcome is None
+        rolled_back = launch.pending_outcome == "rolled-back"
         first_bad = next((c for c in codes if c != 0), 0)
         with self.store.transaction() as tx:
             job = tx.job(launch.job_id)
@@ -531,6 +562,12 @@ class Reconciler:
                 fields.update(state="completed", finished_at=now, progress=float(job.spec["iterations"]))
                 tx.drop_desired(job.id)
                 message = f"completed (launch {launch.id})"
+            elif rolled_back:
+                # The runtime's fault (a launch it could not finish starting): never a job failure.
+                outcome = "rolled-back"
+                if job.state != "cancelled":
+                    fields["state"] = "pending"
+                message = f"half-started launch {launch.id} rolled back; no attempt charged"
             elif stopped_by_us:
                 outcome = "stopped"
                 if job.state != "cancelled":
@@ -793,24 +830,25 @@ class Reconciler:
                 log.error("launch of %s failed: %s", job.id, failed[launch_id])
                 for rank, _pid, _start in pids.get(launch_id, []):
                     self.backend.stop(ranks[rank][1], launch_id, force=True)
-                self._abandon(launch_id, job.id, now, "launch-error", failed[launch_id], failure=True)
+                # A process the node could not start (fork failed, the zygote died, an earlier copy
+                # would not die) is the runtime's fault: retried after the back-off, no attempt charged.
+                # A program that cannot be executed is not this: its wrapper records exit 127.
+                self._abandon(launch_id, job.id, now, "launch-error", failed[launch_id], backoff=True)
         return started
 
     def _abandon(
-        self, launch_id: str, job_id: str, now: float, outcome: str, reason: str, failure: bool = False
+        self, launch_id: str, job_id: str, now: float, outcome: str, reason: str, backoff: bool = False
     ) -> None:
+        """End a launch the runtime could not start; the job is pending again (no attempt charged)."""
         with self.store.transaction() as tx:
             job = tx.job(job_id)
             assert job is not None
             tx.update_launch(launch_id, state="ended", ended_at=now, outcome=outcome)
             fields: dict[str, Any] = {"state": "pending", "last_error": reason}
-            if failure:
-                fields["attempts"] = job.attempts + 1
-                if job.attempts + 1 > job.max_retries:
-                    fields.update(state="failed", finished_at=now)
-                    tx.drop_desired(job_id)
-                else:
-                    fields["not_before"] = now + self.config.retry_backoff_s
+            if job.state == "cancelled":
+                fields = {"last_error": reason}
+            elif backoff:
+                fields["not_before"] = now + self.config.retry_backoff_s
             tx.update_job(job_id, **fields)
             tx.event(now, outcome, job_id, reason)
         self.backend.release(launch_id)

@@ -5,9 +5,11 @@ recovery that never charges a job for the runtime's own faults, safe start and s
 from __future__ import annotations
 
 import json
+import random
 import socket
 import sys
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -151,5 +153,167 @@ def test_two_hundred_concurrent_clients_all_get_an_answer(workdir: Path) -> None
             answers = list(pool.map(one, range(200)))
         assert answers == [3] * 200
         stalled.close()
+    finally:
+        daemon.stop()
+
+
+# --- 2. no orphan copies -----------------------------------------------------------------------------
+
+
+def _job(status: dict[str, Any], job_id: str) -> dict[str, Any]:
+    return next(job for job in status["jobs"] if job["id"] == job_id)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat_text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat_text[stat_text.rfind(")") + 2] not in "ZX"
+
+
+def test_a_killed_wrapper_leaves_no_orphan_copy_and_shutdown_leaves_no_process(workdir: Path) -> None:
+    state, ledger, locks = workdir / "s", workdir / "ledger", workdir / "locks"
+    locks.mkdir()
+    daemon = harness.DaemonProcess(state, "--fake-gpus", "1x1").start()
+    try:
+        daemon.client.submit(
+            harness.job_spec("o", iterations=100_000, alpha=0.01, ledger=ledger, lock_dir=locks, args=("--escape",))
+        )
+        daemon.client.apply([{"job_id": "o", "gpus": [0]}])
+        status = daemon.client.wait_until(lambda s: _job(s, "o")["progress"] >= 3, 30)
+        first = _job(status, "o")["launch"]
+        wrapper = first["pids"][0]
+        records = harness.read_ledger(ledger)
+        job_pid = harness.events(records, "start", "o")[0]["pid"]
+        escapee = harness.events(records, "escapee", "o")[0]["escapee"]
+        assert _alive(job_pid) and _alive(escapee)
+        harness.os.kill(wrapper, harness.signal.SIGKILL)  # the wrapper dies; its job and helper do not
+        status = daemon.client.wait_until(
+            lambda s: (
+                (_job(s, "o")["launch"] or {}).get("id") not in (None, first["id"]) and _job(s, "o")["progress"] >= 1
+            ),
+            30,
+        )
+        second = _job(status, "o")["launch"]
+        daemon.client.wait_until(lambda s: len(harness.events(harness.read_ledger(ledger), "start", "o")) >= 2, 30)
+        # The lost launch's processes were killed before the relaunch: one copy at a time, never two.
+        assert not _alive(job_pid) and not _alive(escapee)
+        records = harness.read_ledger(ledger)
+        assert harness.events(records, "double") == []
+        assert len(harness.events(records, "start", "o")) == 2
+        outcomes = [launch["outcome"] for launch in daemon.client.job("o")["launches"]]
+        assert outcomes[0] == "lost" and second["state"] == "running"
+        escapee = harness.events(records, "escapee", "o")[-1]["escapee"]
+        assert _alive(escapee)
+    finally:
+        daemon.stop()
+    assert daemon.wait_exit() == 0
+    # After shutdown no process of any launch runs: the job (group kill) and its escaped helper (swept).
+    assert not _alive(escapee)
+    assert harness.leftover_processes(str(workdir)) == []
+
+
+# --- 1. a daemon crash is never a job failure --------------------------------------------------------
+
+
+def _no_runtime_fault_charged(status: dict[str, Any], client: RuntimeClient, ledger: Path, names: list[str]) -> None:
+    """Every job completed once per process, none ran twice at once, none was charged an attempt and no
+    launch of any was recorded lost or failed."""
+    jobs = {job["id"]: job for job in status["jobs"]}
+    assert {name: jobs[name]["state"] for name in names} == dict.fromkeys(names, "completed")
+    assert {name: jobs[name]["attempts"] for name in names} == dict.fromkeys(names, 0)
+    records = harness.read_ledger(ledger)
+    assert harness.events(records, "double") == [], "a job ran twice at the same time"
+    for name in names:
+        outcomes = [launch["outcome"] for launch in client.job(name)["launches"]]
+        assert "lost" not in outcomes and "failed" not in outcomes, (name, outcomes)
+        ranks = Counter(e["node_rank"] for e in harness.events(records, "done", name))
+        assert ranks and set(ranks.values()) == {1}, (name, ranks)
+
+
+def test_a_half_started_cross_node_gang_is_rolled_back_without_charging_an_attempt(workdir: Path) -> None:
+    state, ledger, locks = workdir / "s", workdir / "ledger", workdir / "locks"
+    locks.mkdir()
+    # The daemon SIGKILLs itself after starting rank 0 of the gang and before rank 1 (and before
+    # recording any pid); with max_retries 0 a single charged attempt would fail the job for good.
+    daemon = harness.DaemonProcess(state, "--fake-gpus", "2x2").start("--debug-crash-after-launches", "1")
+    daemon.client.submit(
+        harness.job_spec("g", iterations=40, alpha=0.02, num_gpus=2, max_retries=0, ledger=ledger, lock_dir=locks)
+    )
+    daemon.client.apply([{"job_id": "g", "gpus": [[0, 0], [1, 0]]}])
+    assert daemon.wait_exit(timeout=30) == -harness.signal.SIGKILL
+    daemon.start()
+    try:
+        status = daemon.client.wait_until(
+            lambda s: all(j["state"] in ("completed", "failed") for j in s["jobs"]), timeout=90
+        )
+        assert status["daemon"]["recovered"] == {"adopted": 0, "not_started": 0, "rolled_back": 1}
+        _no_runtime_fault_charged(status, daemon.client, ledger, ["g"])
+        outcomes = [launch["outcome"] for launch in daemon.client.job("g")["launches"]]
+        assert outcomes == ["rolled-back", "completed"]
+        # The rolled-back rank 0 had started (and was stopped); rank 1 of that launch never ran.
+        first = daemon.client.job("g")["launches"][0]["id"]
+        assert [
+            e["node_rank"] for e in harness.events(harness.read_ledger(ledger), "start") if e["launch"] == first
+        ] == ["0"]
+    finally:
+        daemon.stop()
+
+
+@pytest.mark.parametrize("seed", [2, pytest.param(0, marks=pytest.mark.slow), pytest.param(1, marks=pytest.mark.slow)])
+def test_repeated_daemon_kills_lose_nothing_double_nothing_and_charge_nothing(workdir: Path, seed: int) -> None:
+    """The audit's crash study as a test: the daemon is SIGKILLed N times, at launch boundaries (after
+    k process spawns, before any pid is recorded, half-way through gangs) and at random moments while
+    jobs run; every job has ``max_retries: 0``, so one attempt charged for a runtime fault fails it."""
+    rng = random.Random(seed)
+    state, ledger, locks = workdir / "s", workdir / "ledger", workdir / "locks"
+    locks.mkdir()
+    names = [f"k{i}" for i in range(6)]
+    daemon = harness.DaemonProcess(state, "--fake-gpus", "2x2")
+    daemon.start()
+    for i, name in enumerate(names):
+        gang = i % 3 == 0  # two gangs across both nodes, four single-GPU jobs
+        daemon.client.submit(
+            harness.job_spec(
+                name,
+                iterations=rng.randint(20, 40),
+                alpha=0.02,
+                num_gpus=2 if gang else 1,
+                max_retries=0,
+                ledger=ledger,
+                lock_dir=locks,
+            )
+        )
+    # Every GPU holds one gang and one single job (capacity 2).
+    places = {"k0": [[0, 0], [1, 0]], "k3": [[0, 1], [1, 1]], "k1": [[0, 0]], "k2": [[0, 1]], "k4": [[1, 0]]}
+    daemon.client.apply([{"job_id": name, "gpus": places.get(name, [[1, 1]])} for name in names])
+    daemon.kill()
+    kills = 1
+    # At launch boundaries: each restart dies after its k-th process spawn.
+    for k in (rng.randint(1, 3) for _ in range(4)):
+        daemon.start("--debug-crash-after-launches", str(k), wait=False)
+        try:
+            daemon.wait_exit(timeout=20)
+        except harness.subprocess.TimeoutExpired:  # nothing left to start: it did not reach k spawns
+            daemon.kill()
+        kills += 1
+    # At random moments while jobs run.
+    for _ in range(3):
+        daemon.start()
+        time.sleep(rng.uniform(0.05, 0.6))
+        daemon.kill()
+        kills += 1
+    daemon.start()
+    try:
+        status = daemon.client.wait_until(
+            lambda s: all(j["state"] in ("completed", "failed", "cancelled") for j in s["jobs"]), timeout=120
+        )
+        assert kills == 8
+        _no_runtime_fault_charged(status, daemon.client, ledger, names)
+        recovered = [
+            e["message"] for name in names for e in daemon.client.job(name)["events"] if e["kind"] == "recovered"
+        ]
+        assert any("re-adopted" in message for message in recovered)  # kills hit running jobs too
     finally:
         daemon.stop()

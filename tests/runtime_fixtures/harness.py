@@ -173,12 +173,22 @@ def _cmdline(pid: int) -> list[str]:
         return []
 
 
+def _environ(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return b""
+
+
 def leftover_processes(marker: str) -> list[int]:
-    """Pids of live processes whose command line mentions ``marker`` (a test's folder)."""
+    """Pids of live processes whose command line mentions ``marker`` (a test's folder), or whose
+    environment does (a job's helper that left its session: ``DUETTO_RUN_DIR`` is under the folder)."""
     found = []
     for entry in Path("/proc").iterdir():
         mine = entry.name.isdigit() and int(entry.name) != os.getpid()
-        if mine and any(marker in part for part in _cmdline(int(entry.name))):
+        if mine and (
+            any(marker in part for part in _cmdline(int(entry.name))) or marker.encode() in _environ(int(entry.name))
+        ):
             try:
                 stat = (entry / "stat").read_text()
             except OSError:
