@@ -107,12 +107,21 @@ def read_exit(run_dir: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def job_environment(extra: dict[str, str]) -> dict[str, str]:
-    """The daemon's environment without runtime-owned variables, plus ``extra``."""
+def job_environment(extra: dict[str, str], passthrough: tuple[str, ...] | list[str] | None = None) -> dict[str, str]:
+    """The allow-listed part of the daemon's environment (``passthrough``: names, or prefixes ending in
+    ``*``; default :data:`~cluster_runtime.config.DEFAULT_JOB_ENV_PASSTHROUGH`), never a runtime-owned
+    variable, plus ``extra`` (the job contract and the job's own ``env``)."""
+    from cluster_runtime.config import DEFAULT_JOB_ENV_PASSTHROUGH
+
+    allowed = DEFAULT_JOB_ENV_PASSTHROUGH if passthrough is None else tuple(passthrough)
+    names = {a for a in allowed if not a.endswith("*")}
+    prefixes = tuple(a[:-1] for a in allowed if a.endswith("*"))
     env = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith(_STRIPPED_PREFIXES) and key not in _STRIPPED
+        if (key in names or (prefixes and key.startswith(prefixes)))
+        and not key.startswith(_STRIPPED_PREFIXES)
+        and key not in _STRIPPED
     }
     env.update(extra)
     return env
@@ -133,6 +142,8 @@ class NodeAgent:
         discover them through NVML (falling back to ``fake_gpu_count`` fake GPUs if given).
     python
         Interpreter that runs ``supervise.py``.
+    env_passthrough
+        Variables of this process's environment a job gets (see :func:`job_environment`).
     """
 
     def __init__(
@@ -143,8 +154,10 @@ class NodeAgent:
         fake_gpu_count: int | None = None,
         fake_memory_gib: float = 32.0,
         python: str | None = None,
+        env_passthrough: list[str] | None = None,
     ) -> None:
         self.node = node
+        self.env_passthrough = env_passthrough
         self.python = python or sys.executable
         self._tracked: dict[str, _Tracked] = {}
         self._zygote: subprocess.Popen[str] | None = None
@@ -281,7 +294,7 @@ class NodeAgent:
                     {
                         "launch_id": launch_id,
                         "argv": list(request["argv"]),
-                        "env": job_environment(extra),
+                        "env": job_environment(extra, self.env_passthrough),
                         "cwd": request.get("workdir") or str(run_dir),
                         "stdout": str(run_dir / STDOUT_FILE),
                         "stderr": str(run_dir / STDERR_FILE),

@@ -69,6 +69,13 @@ class DaemonError(RuntimeError):
 def read_or_create_token(path: Path) -> str:
     """The token in ``path``; a new random one (file mode 0600) if the file does not exist."""
     if path.exists():
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode & 0o077:
+            # Whoever can read the token can run any command as the daemon's user: refuse it.
+            raise DuettoInputError(
+                f"token file is readable or writable by others (mode {mode:04o}); run 'chmod 600 {path}'",
+                source=str(path),
+            )
         token = path.read_text(encoding="utf-8").strip()
         if not token:
             raise DuettoInputError("token file is empty", source=str(path))

@@ -115,6 +115,7 @@ class LocalBackend:
                 node.index,
                 agent_mps_settings(config, node.index),
                 gpus=[{"uuid": g.uuid, "memory_gib": g.memory_gib, "name": g.name} for g in node.gpus],
+                env_passthrough=list(config.job_env_passthrough),
             )
             for node in inventory.nodes
         ]

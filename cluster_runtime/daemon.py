@@ -14,10 +14,12 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import importlib
+import ipaddress
 import json
 import logging
 import os
 import signal
+import stat
 import threading
 import time
 from pathlib import Path
@@ -33,6 +35,15 @@ from formulation.errors import DuettoInputError
 from heuristics.core import Policy
 
 log = logging.getLogger(__name__)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def resolve_policy(name: str | None) -> Policy | None:
@@ -159,9 +170,15 @@ class Daemon:
         self._wake = threading.Event()
         self.leave_running = False
         self.api: ApiServer | None = None
+        self.warnings: list[str] = []
+        started: Backend | None = None
         try:
+            # Every setting that can be refused is checked before anything starts (no MPS daemon or
+            # agent is left behind by a refused start).
+            self._listen, self._token = self._check_api_settings() if serve_api else (None, None)
             self.store = Store(config.db_path)
             self.backend = backend or make_backend(config)
+            started = self.backend  # from here on, a failure undoes what start() did on any node
             self.backend.start()
             chosen = policy if policy is not None else resolve_policy(config.policy)
             self.reconciler = Reconciler(self.store, self.backend, config, chosen)
@@ -171,8 +188,14 @@ class Daemon:
                 # Where clients find us (a TCP port 0 becomes a real port only now).
                 (config.state_dir / "api-address").write_text(self.api.address + "\n", encoding="utf-8")
         except BaseException:
+            if started is not None:
+                self._undo_start(started)
             self.lock.release()
             raise
+        for warning in self.warnings:
+            log.warning(warning)
+            with self.store.transaction() as tx:
+                tx.event(time.time(), "warning", None, warning)
         self.started_at = time.time()
         log.info(
             "duetto daemon up: backend %s, %d node(s) x %d GPU(s), recovered %s",
@@ -201,13 +224,48 @@ class Daemon:
             ("POST", "reconcile"): lambda body, query, ids: self._reconcile_now(),
             ("POST", "shutdown"): lambda body, query, ids: self.request_stop(_leave_running(body)),
         }
-        if self.config.listen:
-            host, _, port = self.config.listen.rpartition(":")
-            if not self.config.token_file:
-                raise DuettoInputError("--listen needs --token-file (TCP is only served with a token)", field="listen")
-            token = read_or_create_token(self.config.token_file)
-            return ApiServer(routes, listen=(host or "127.0.0.1", int(port)), token=token)
+        if self._listen is not None:
+            return ApiServer(routes, listen=self._listen, token=self._token)
         return ApiServer(routes, socket_path=self.config.socket)
+
+    def _check_api_settings(self) -> tuple[tuple[str, int] | None, str | None]:
+        """The TCP address and token (or ``None``s for the unix socket), refused or warned about here."""
+        config = self.config
+        if not config.listen:
+            socket_path = config.socket
+            if socket_path.exists() and not stat.S_ISSOCK(socket_path.lstat().st_mode):
+                raise DuettoInputError(
+                    "exists and is not a socket; refusing to replace it (choose another socket_path or remove it)",
+                    source=str(socket_path),
+                    field="socket_path",
+                )
+            return None, None
+        host, _, port = config.listen.rpartition(":")
+        host = host.strip("[]") or "127.0.0.1"
+        if not port.isdigit() or int(port) > 65535:
+            raise DuettoInputError(f"expected HOST:PORT, got {config.listen!r}", field="listen")
+        if not config.token_file:
+            raise DuettoInputError("--listen needs --token-file (TCP is only served with a token)", field="listen")
+        token = read_or_create_token(config.token_file)
+        if not _is_loopback(host):
+            self.warnings.append(
+                f"the API listens on {host}:{port} over plain HTTP: the bearer token crosses the network "
+                "unencrypted. Listen on 127.0.0.1 behind a TLS reverse proxy (docs/runtime.md) or use the unix socket"
+            )
+        return (host, int(port)), token
+
+    def _undo_start(self, backend: Backend) -> None:
+        """A start refused after the nodes came up: quit what this start began (MPS, agents), but
+        never under jobs a previous daemon left running."""
+        try:
+            with self.store.read() as tx:
+                busy = bool(tx.active_launches())
+        except Exception:
+            busy = True
+        try:
+            backend.shutdown(quit_mps=not busy)
+        except Exception as error:
+            log.warning("undoing the start failed: %s", error)
 
     def _apply(self, body: Any) -> dict[str, Any]:
         """A plan, or a schedule (``"format": "duetto-schedule"``, e.g. the oracle's) to replay."""
@@ -231,6 +289,7 @@ class Daemon:
             "api": None if self.api is None else self.api.address,
             "started_at": self.started_at,
             "recovered": self.recovered,
+            "warnings": list(self.warnings),
         }
         return status
 

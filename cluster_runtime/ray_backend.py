@@ -17,6 +17,8 @@ backend methods onto actor calls.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -29,6 +31,37 @@ from formulation.errors import DuettoInputError
 log = logging.getLogger(__name__)
 
 CALL_TIMEOUT_S = 60.0
+
+
+NO_CLUSTER_HELP = (
+    "start one first: 'ray start --head --num-gpus=N' on this machine (and 'ray start --address=HEAD:6379 "
+    "--num-gpus=N' on every other GPU node), then run the daemon with --ray-address auto or HEAD:6379"
+)
+
+
+def connect_to_ray(address: str | None, namespace: str) -> None:
+    """Join the Ray cluster at ``address`` (``None``/``"auto"``: ``$RAY_ADDRESS`` or the cluster started
+    on this machine), or raise a one-line :class:`DuettoInputError` that says how to start one.
+
+    An explicit ``HOST:PORT`` is probed first: ``ray.init`` would retry a dead address for minutes.
+    """
+    import ray
+
+    target = address or os.environ.get("RAY_ADDRESS") or "auto"
+    host, _, port = target.rpartition(":")
+    if target != "auto" and "://" not in target and port.isdigit():
+        try:
+            socket.create_connection((host or "127.0.0.1", int(port)), timeout=3.0).close()
+        except OSError as error:
+            raise DuettoInputError(
+                f"no Ray cluster answers at {target} ({error.__class__.__name__}); {NO_CLUSTER_HELP}",
+                field="ray_address",
+            ) from None
+    try:
+        ray.init(address=target, namespace=namespace, log_to_driver=False, logging_level=logging.WARNING)
+    except (ConnectionError, ValueError, RuntimeError) as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else error.__class__.__name__
+        raise DuettoInputError(f"cannot join a Ray cluster at '{target}': {first}; {NO_CLUSTER_HELP}") from None
 
 
 class _RayAgent(NodeAgent):
@@ -59,18 +92,18 @@ class RayBackend:
     name = "ray"
 
     def __init__(self, config: RuntimeConfig) -> None:
-        import ray
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        try:
+            import ray
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        except ImportError:
+            raise DuettoInputError(
+                "the Ray backend needs Ray, which is not installed: pip install 'ray[default]'", field="backend"
+            ) from None
 
         self.config = config
         self._ray = ray
         if not ray.is_initialized():
-            ray.init(
-                address=config.ray_address or "auto",
-                namespace=config.ray_namespace,
-                log_to_driver=False,
-                logging_level=logging.WARNING,
-            )
+            connect_to_ray(config.ray_address, config.ray_namespace)
         nodes = sorted(
             (n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("GPU", 0) > 0),
             key=lambda n: (n.get("NodeManagerAddress", ""), n["NodeID"]),
@@ -94,6 +127,7 @@ class RayBackend:
                 None,
                 int(node["Resources"]["GPU"]) if config.ray_fake_gpus else None,
                 config.gpu_memory_gib,
+                env_passthrough=list(config.job_env_passthrough),
             )
             self.agents.append(agent)
         facts = ray.get([agent.describe.remote() for agent in self.agents], timeout=CALL_TIMEOUT_S)

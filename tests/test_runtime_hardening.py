@@ -317,3 +317,87 @@ def test_repeated_daemon_kills_lose_nothing_double_nothing_and_charge_nothing(wo
         assert any("re-adopted" in message for message in recovered)  # kills hit running jobs too
     finally:
         daemon.stop()
+
+
+# --- 6. safe start and stop --------------------------------------------------------------------------
+
+
+def _refused(state: Path, *args: str) -> str:
+    """Start a daemon that must be refused: exit 2, one line on stderr, no traceback, no process left."""
+    result = harness.subprocess.run(
+        harness.daemon_command(state, "--fake-gpus", "2x1", *args),
+        env=harness.runtime_env(),
+        cwd=harness.REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and "Traceback" not in result.stderr, result.stderr
+    assert harness.mps_pids(state) == [], "a refused start left an MPS control daemon running"
+    return lines[0]
+
+
+def test_refused_starts_are_one_line_and_leave_nothing_running(workdir: Path) -> None:
+    state = workdir / "s"
+    assert "--token-file" in _refused(state, "--listen", "127.0.0.1:0")
+    token = workdir / "token"
+    token.write_text("secret\n")
+    token.chmod(0o644)
+    assert "chmod 600" in _refused(state, "--listen", "127.0.0.1:0", "--token-file", str(token))
+    # A corrupt database is named and refused (never replaced), with the way out.
+    broken = workdir / "broken"
+    broken.mkdir()
+    (broken / "state.db").write_bytes(b"this is not a database" * 100)
+    message = _refused(broken)
+    assert str(broken / "state.db") in message and ".corrupt" in message
+    assert (broken / "state.db").read_bytes() == b"this is not a database" * 100
+    # A socket path naming someone's regular file is refused, not deleted.
+    victim = workdir / "notes.txt"
+    victim.write_text("keep me")
+    config = workdir / "runtime.json"
+    config.write_text(json.dumps({"socket_path": str(victim)}))
+    assert "not a socket" in _refused(state, "--config", str(config))
+    assert victim.read_text() == "keep me"
+    # No Ray cluster at the address: how to start one, at once (ray.init would retry for minutes).
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    message = _refused(state, "--backend", "ray", "--ray-address", f"127.0.0.1:{closed}")
+    assert "ray start --head" in message
+
+
+def test_jobs_get_an_allow_listed_environment_and_a_public_listener_warns(workdir: Path) -> None:
+    state, token, dump = workdir / "s", workdir / "token", workdir / "env.json"
+    daemon = harness.DaemonProcess(
+        state,
+        "--fake-gpus",
+        "1x1",
+        "--listen",
+        "0.0.0.0:0",
+        "--token-file",
+        str(token),
+        env={"AWS_SECRET_ACCESS_KEY": "s3cr3t", "DUETTO_TEST_SECRET": "x", "LC_ALL": "C"},
+    )
+    daemon.start(wait=False)
+    try:
+        deadline = time.monotonic() + 60
+        while not (state / "api-address").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        port = (state / "api-address").read_text().strip().rpartition(":")[2]
+        daemon.client = RuntimeClient(address=f"127.0.0.1:{port}", token=token.read_text().strip())
+        status = daemon.client.status()
+        assert any("plain HTTP" in w for w in status["daemon"]["warnings"])
+        assert "plain HTTP" in daemon.log.read_text()
+        code = f"import json, os; open({str(dump)!r}, 'w').write(json.dumps(dict(os.environ)))"
+        spec = {**harness.job_spec("env"), "command": [sys.executable, "-c", code], "env": {"MINE": "1"}}
+        daemon.client.submit(spec)
+        daemon.client.apply([{"job_id": "env", "gpus": [0]}])
+        daemon.client.wait_until(lambda s: _job(s, "env")["state"] == "completed", 30)
+        env = json.loads(dump.read_text())
+        assert "AWS_SECRET_ACCESS_KEY" not in env and "DUETTO_TEST_SECRET" not in env
+        assert env["MINE"] == "1" and env["LC_ALL"] == "C" and env["PATH"]
+        assert env["DUETTO_JOB_ID"] == "env" and env["CUDA_VISIBLE_DEVICES"] == "GPU-fake-n0-0"
+    finally:
+        daemon.stop()

@@ -95,9 +95,10 @@ def events(ledger: list[dict[str, Any]], kind: str, job: str | None = None) -> l
 class DaemonProcess:
     """``python -m cluster_runtime daemon`` as a real process on a test state directory."""
 
-    def __init__(self, state: Path, *args: str, log: Path | None = None) -> None:
+    def __init__(self, state: Path, *args: str, log: Path | None = None, env: dict[str, str] | None = None) -> None:
         self.state = state
         self.args = list(args)
+        self.env = dict(env or {})
         self.log = log or state.parent / f"{state.name}-daemon.log"
         self.process: subprocess.Popen[bytes] | None = None
         self.client = RuntimeClient(socket_path=state / "duetto.sock", timeout=30)
@@ -122,7 +123,7 @@ class DaemonProcess:
         handle = open(self.log, "ab")  # noqa: SIM115 - owned by the child
         self.process = subprocess.Popen(
             command,
-            env=runtime_env(),
+            env=runtime_env(self.env),
             stdout=handle,
             stderr=subprocess.STDOUT,
             cwd=REPO,
@@ -164,6 +165,11 @@ class DaemonProcess:
             self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             self.kill()
+
+
+def daemon_command(state: Path, *args: str) -> list[str]:
+    """The command line of a daemon on ``state`` (for starts that are expected to be refused)."""
+    return [sys.executable, "-m", "cluster_runtime", "daemon", "--state", str(state), *args]
 
 
 def _cmdline(pid: int) -> list[str]:
