@@ -317,8 +317,15 @@ class NodeAgent:
         """Before a job starts again: kill every process an earlier launch of it left on this node
         (an orphan whose wrapper was killed, a child that left its session). Returns, per launch id,
         why it must not start now (processes that survived ``SIGKILL``); normally empty."""
-        wanted = {str(r["env"].get(procs.TAG_JOB)): str(r["launch_id"]) for r in requests}
+        # A job's first launch has no earlier copy to look for (no /proc scan for a wave of new jobs).
+        wanted = {
+            str(r["env"].get(procs.TAG_JOB)): str(r["launch_id"])
+            for r in requests
+            if str(r["env"].get("DUETTO_ATTEMPT", "2")) != "1"
+        }
         members: dict[str, list[tuple[int, str]]] = {}
+        if not wanted:
+            return {}
         for pid, start, tags in procs.tagged_processes():
             job = tags.get(procs.TAG_JOB)
             if job in wanted and tags.get(procs.TAG_LAUNCH) != wanted[job]:

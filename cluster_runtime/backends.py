@@ -79,6 +79,10 @@ class Backend(Protocol):
 
     def stop_all(self, grace_s: float) -> None: ...
 
+    def drain_events(self) -> list[str]:
+        """Node-level happenings since the last call (an agent lost and recreated), for the event log."""
+        ...
+
     def sweep(self, runs_dir: str) -> list[int]:
         """Kill every job process of ``runs_dir`` still running on any node; returns the pids killed."""
         ...
@@ -199,6 +203,9 @@ class LocalBackend:
     def stop_all(self, grace_s: float) -> None:
         for agent in self.agents:
             agent.stop_all(grace_s)
+
+    def drain_events(self) -> list[str]:
+        return []  # the agents live in this process: they cannot die on their own
 
     def sweep(self, runs_dir: str) -> list[int]:
         # Every agent of this backend runs on this machine: one pass over /proc finds them all.

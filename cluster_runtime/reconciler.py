@@ -463,7 +463,7 @@ class Reconciler:
                 if partial:
                     for proc in procs:
                         if proc.rank in found_ranks:
-                            self.backend.stop(proc.node, launch.id, force=False)
+                            self._stop_proc(proc.node, launch.id, force=False)
             with self.store.transaction() as tx:
                 # A job marked running without an active launch cannot happen (one transaction sets
                 # both), but a hand-edited database should not leave a job stuck.
@@ -481,7 +481,12 @@ class Reconciler:
         stats = PassStats()
         with self.lock:
             now = self.clock()
-            self._check_mps(now, stats)
+            try:
+                self._check_mps(now, stats)
+            except Exception as error:  # a node's trouble must not stop the pass for the others
+                log.exception("checking the nodes failed")
+                stats.errors.append(f"node check: {error}")
+            self._record_backend_events(now)
             stats.ended = self._observe(now)
             if self.policy is not None:
                 stats.decided = self._decide(now)
@@ -490,6 +495,13 @@ class Reconciler:
         self.reconciles += 1
         self.last_stats = stats
         return stats
+
+    def _record_backend_events(self, now: float) -> None:
+        messages = self.backend.drain_events()
+        if messages:
+            with self.store.transaction() as tx:
+                for message in messages:
+                    tx.event(now, "agent", None, message)
 
     def _check_mps(self, now: float, stats: PassStats) -> None:
         if now - self._last_mps_check < self.config.mps.check_interval_s:
@@ -522,7 +534,11 @@ class Reconciler:
             for proc in procs:
                 status = statuses.get(f"{launch.id}@{proc.node}", {"known": False})
                 if not status.get("known"):
-                    status = self._readopt(launch, proc)
+                    try:
+                        status = self._readopt(launch, proc)
+                    except Exception as error:  # its node does not answer: no news, keep the launch as it is
+                        log.error("re-adopting %s on node %s failed: %s", launch.id, proc.node, error)
+                        status = {"known": True, "alive": True, "exit": None, "unreachable": True}
                 states.append(status)
             if states and states[0].get("progress") is not None:
                 progress.append((launch.job_id, float(states[0]["progress"])))
@@ -603,7 +619,10 @@ class Reconciler:
         by_node: dict[int, list[str]] = defaultdict(list)
         for proc in procs:
             by_node[proc.node].append(launch.id)
-        self.backend.forget(by_node)
+        try:
+            self.backend.forget(by_node)
+        except Exception as error:  # bookkeeping only
+            log.warning("forgetting %s failed: %s", launch.id, error)
 
     # decide -------------------------------------------------------------------------------------------
     def _loop_now(self, policy: Policy, now: float) -> tuple[SchedulingLoop, dict[str, tuple[tuple[int, ...], int]]]:
@@ -689,7 +708,13 @@ class Reconciler:
         with self.store.transaction() as tx:
             tx.update_launch(launch.id, state="stopping", stop_requested_at=now, pending_outcome=pending_outcome)
         for proc in procs:
-            self.backend.stop(proc.node, launch.id, force=False)
+            self._stop_proc(proc.node, launch.id, force=False)
+
+    def _stop_proc(self, node: int, launch_id: str, force: bool) -> None:
+        try:
+            self.backend.stop(node, launch_id, force=force)
+        except Exception as error:  # the node does not answer: the next pass (or the force stop) retries
+            log.error("stopping %s on node %s failed: %s", launch_id, node, error)
 
     def _converge(self, now: float, stats: PassStats) -> None:
         with self.store.read() as tx:
@@ -714,7 +739,7 @@ class Reconciler:
                 waited = now - (launch.stop_requested_at or now)
                 if waited >= self.config.stop_grace_s and not launch.force_sent:
                     for proc in procs:
-                        self.backend.stop(proc.node, launch.id, force=True)
+                        self._stop_proc(proc.node, launch.id, force=True)
                     with self.store.transaction() as tx:
                         tx.update_launch(launch.id, force_sent=1)
             for gpu in launch.gpus:
@@ -829,7 +854,7 @@ class Reconciler:
             if launch_id in failed:
                 log.error("launch of %s failed: %s", job.id, failed[launch_id])
                 for rank, _pid, _start in pids.get(launch_id, []):
-                    self.backend.stop(ranks[rank][1], launch_id, force=True)
+                    self._stop_proc(ranks[rank][1], launch_id, force=True)
                 # A process the node could not start (fork failed, the zygote died, an earlier copy
                 # would not die) is the runtime's fault: retried after the back-off, no attempt charged.
                 # A program that cannot be executed is not this: its wrapper records exit 127.
@@ -906,7 +931,7 @@ class Reconciler:
                 left = tx.active_launches()
             for launch in left:
                 for proc in rows.get(launch.id, []):
-                    self.backend.stop(proc.node, launch.id, force=True)
+                    self._stop_proc(proc.node, launch.id, force=True)
             end = time.monotonic() + 5.0
             while left and time.monotonic() < end:
                 self._observe(self.clock())
@@ -966,6 +991,7 @@ class Reconciler:
             mps = self.backend.mps_status()
         except Exception as error:  # a node that does not answer must not break status
             mps = [{"error": str(error)}] * len(self.inventory.nodes)
+        restarts = list(getattr(self.backend, "agent_restarts", []))
         for node in self.inventory.nodes:
             nodes.append(
                 {
@@ -974,6 +1000,7 @@ class Reconciler:
                     "address": node.address,
                     "ray_node_id": node.ray_node_id,
                     "mps": mps[node.index] if node.index < len(mps) else None,
+                    "agent_restarts": restarts[node.index] if node.index < len(restarts) else 0,
                     "gpus": [
                         {
                             "id": node.index * self.inventory.gpus_per_node + gpu.index,
