@@ -433,16 +433,18 @@ class NodeAgent:
     def poll(self, launch_ids: list[str]) -> dict[str, dict[str, Any]]:
         """Status of each launch: ``alive``, ``exit`` (record or ``None``), ``progress``.
 
-        A launch whose wrapper has ended is reported ended only once no process of it is left: any
-        survivor (the job itself when its wrapper was killed, a child that left the session) is
-        killed first, so a launch that counts as ended never runs on next to its relaunch.
+        A launch whose wrapper vanished without an exit record (the wrapper was killed: ``lost``) is
+        reported ended only once no process of it is left: the job itself, orphaned, and anything it
+        started are killed first, so a lost launch never runs on next to its relaunch. (Leftovers of
+        launches that ended normally are killed before the job starts again and at shutdown; looking
+        for them here would cost a /proc scan per pass.)
         """
         result: dict[str, dict[str, Any]] = {}
         ended = []
         for launch_id in launch_ids:
             tracked = self._tracked.get(launch_id)
             result[launch_id] = {"known": False} if tracked is None else self._status(tracked)
-            if tracked is not None and not result[launch_id]["alive"]:
+            if tracked is not None and not result[launch_id]["alive"] and result[launch_id]["exit"] is None:
                 ended.append(launch_id)
         if ended:
             for launch_id, members in self._members(ended).items():
