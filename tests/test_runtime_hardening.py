@@ -99,6 +99,10 @@ def test_bad_requests_are_one_line_400s_naming_the_field_and_change_nothing(work
         for field, plan in bad_plans.items():
             code, answer = post(sock, "/v1/plan", plan)
             assert code == 400 and f"field '{field.strip()}'" in answer["error"], answer
+        for path in ("/v1/jobs", "/v1/plan", "/v1/jobs/a/cancel", "/v1/reconcile"):
+            for body in ([1], 1, "x", None, [[]]):
+                code, answer = post(sock, path, body)
+                assert code in (200, 400) and "internal" not in answer.get("error", ""), (path, body, answer)
         for body in ({"leave_running": "false"}, [1], {"leave": True}):
             code, answer = post(sock, "/v1/shutdown", body)
             assert code == 400 and "\n" not in answer["error"], answer
@@ -118,6 +122,7 @@ def test_bad_requests_are_one_line_400s_naming_the_field_and_change_nothing(work
         # Nothing was stored, the daemon still runs, and nothing was placed.
         status = daemon.client.status()
         assert [job["id"] for job in status["jobs"]] == ["a"] and status["plan"] is None
+        assert not any(job["launch"] for job in status["jobs"])
         # The command line: the same specs are one line and exit 2, no traceback.
         path = workdir / "huge.json"
         path.write_text(json.dumps(bad_jobs["iterations"]))
