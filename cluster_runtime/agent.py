@@ -282,6 +282,14 @@ class NodeAgent:
             if launch_id in stale:
                 answers[index] = {"error": stale[launch_id], "runtime_fault": True}
                 continue
+            workdir = request.get("workdir")
+            if workdir and not os.path.isdir(workdir):
+                # Checked at submit on the local backend; on Ray this node is the first to know.
+                answers[index] = {
+                    "error": f"workdir {workdir!r} is not a directory on node {self.node}",
+                    "job_fault": True,
+                }
+                continue
             run_dir = Path(request["run_dir"])
             run_dir.mkdir(parents=True, exist_ok=True)
             extra = dict(request["env"])

@@ -836,9 +836,12 @@ class Reconciler:
         # 4. Record the pids; a launch with a process that could not start is stopped and requeued.
         pids: dict[str, list[tuple[int, int, str | None]]] = defaultdict(list)
         failed: dict[str, str] = {}
+        job_fault: set[str] = set()
         for (launch_id, rank, _node, _run_dir, _request), answer in zip(items, answers, strict=True):
             if "error" in answer:
                 failed[launch_id] = str(answer["error"])
+                if answer.get("job_fault"):
+                    job_fault.add(launch_id)
             else:
                 pids[launch_id].append((rank, int(answer["pid"]), answer.get("proc_start")))
         started = 0
@@ -858,13 +861,24 @@ class Reconciler:
                 # A process the node could not start (fork failed, the zygote died, an earlier copy
                 # would not die) is the runtime's fault: retried after the back-off, no attempt charged.
                 # A program that cannot be executed is not this: its wrapper records exit 127.
-                self._abandon(launch_id, job.id, now, "launch-error", failed[launch_id], backoff=True)
+                if launch_id in job_fault:  # the spec's fault (its workdir is missing there): an attempt
+                    self._abandon(launch_id, job.id, now, "failed", failed[launch_id], charge=True)
+                else:
+                    self._abandon(launch_id, job.id, now, "launch-error", failed[launch_id], backoff=True)
         return started
 
     def _abandon(
-        self, launch_id: str, job_id: str, now: float, outcome: str, reason: str, backoff: bool = False
+        self,
+        launch_id: str,
+        job_id: str,
+        now: float,
+        outcome: str,
+        reason: str,
+        backoff: bool = False,
+        charge: bool = False,
     ) -> None:
-        """End a launch the runtime could not start; the job is pending again (no attempt charged)."""
+        """End a launch that could not start; the job is pending again, charged an attempt only when
+        ``charge`` (its spec's fault, not the runtime's)."""
         with self.store.transaction() as tx:
             job = tx.job(job_id)
             assert job is not None
@@ -872,6 +886,13 @@ class Reconciler:
             fields: dict[str, Any] = {"state": "pending", "last_error": reason}
             if job.state == "cancelled":
                 fields = {"last_error": reason}
+            elif charge:
+                fields["attempts"] = job.attempts + 1
+                if job.attempts + 1 > job.max_retries:
+                    fields.update(state="failed", finished_at=now)
+                    tx.drop_desired(job_id)
+                else:
+                    fields["not_before"] = now + self.config.retry_backoff_s
             elif backoff:
                 fields["not_before"] = now + self.config.retry_backoff_s
             tx.update_job(job_id, **fields)

@@ -414,3 +414,25 @@ def test_jobs_get_an_allow_listed_environment_and_a_public_listener_warns(workdi
         assert env["DUETTO_JOB_ID"] == "env" and env["CUDA_VISIBLE_DEVICES"] == "GPU-fake-n0-0"
     finally:
         daemon.stop()
+
+
+def test_a_node_refuses_a_missing_workdir_as_the_jobs_fault(workdir: Path) -> None:
+    """On Ray the submit cannot see the nodes' folders: the node names the problem (charged to the job,
+    which then fails with that reason) instead of a wrapper dying without an exit status ('lost')."""
+    from cluster_runtime.agent import NodeAgent
+
+    agent = NodeAgent(3, {"mode": "off", "pipe_dir": str(workdir / "p"), "log_dir": str(workdir / "l")}, gpus=[])
+    request = {
+        "launch_id": "w.1",
+        "run_dir": str(workdir / "runs" / "w" / "w.1" / "rank0"),
+        "argv": [sys.executable, "-c", "pass"],
+        "env": {"DUETTO_JOB_ID": "w", "DUETTO_LAUNCH_ID": "w.1", "DUETTO_ATTEMPT": "1"},
+        "workdir": str(workdir / "gone"),
+        "gpu_uuids": [],
+        "thread_percentage": None,
+    }
+    try:
+        [answer] = agent.launch_many([request])
+    finally:
+        agent.close()
+    assert answer == {"error": f"workdir {str(workdir / 'gone')!r} is not a directory on node 3", "job_fault": True}
