@@ -107,12 +107,21 @@ def read_exit(run_dir: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def job_environment(extra: dict[str, str]) -> dict[str, str]:
-    """The daemon's environment without runtime-owned variables, plus ``extra``."""
+def job_environment(extra: dict[str, str], passthrough: tuple[str, ...] | list[str] | None = None) -> dict[str, str]:
+    """The allow-listed part of the daemon's environment (``passthrough``: names, or prefixes ending in
+    ``*``; default :data:`~cluster_runtime.config.DEFAULT_JOB_ENV_PASSTHROUGH`), never a runtime-owned
+    variable, plus ``extra`` (the job contract and the job's own ``env``)."""
+    from cluster_runtime.config import DEFAULT_JOB_ENV_PASSTHROUGH
+
+    allowed = DEFAULT_JOB_ENV_PASSTHROUGH if passthrough is None else tuple(passthrough)
+    names = {a for a in allowed if not a.endswith("*")}
+    prefixes = tuple(a[:-1] for a in allowed if a.endswith("*"))
     env = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith(_STRIPPED_PREFIXES) and key not in _STRIPPED
+        if (key in names or (prefixes and key.startswith(prefixes)))
+        and not key.startswith(_STRIPPED_PREFIXES)
+        and key not in _STRIPPED
     }
     env.update(extra)
     return env
@@ -133,6 +142,8 @@ class NodeAgent:
         discover them through NVML (falling back to ``fake_gpu_count`` fake GPUs if given).
     python
         Interpreter that runs ``supervise.py``.
+    env_passthrough
+        Variables of this process's environment a job gets (see :func:`job_environment`).
     """
 
     def __init__(
@@ -143,8 +154,10 @@ class NodeAgent:
         fake_gpu_count: int | None = None,
         fake_memory_gib: float = 32.0,
         python: str | None = None,
+        env_passthrough: list[str] | None = None,
     ) -> None:
         self.node = node
+        self.env_passthrough = env_passthrough
         self.python = python or sys.executable
         self._tracked: dict[str, _Tracked] = {}
         self._zygote: subprocess.Popen[str] | None = None
@@ -259,11 +272,23 @@ class NodeAgent:
         """
         answers: list[dict[str, Any] | None] = [None] * len(requests)
         calls: list[tuple[int, dict[str, Any]]] = []
+        stale = self._earlier_copies(requests)
         for index, request in enumerate(requests):
             launch_id = request["launch_id"]
             tracked = self._tracked.get(launch_id)
             if tracked is not None and self._alive(tracked):
                 answers[index] = {"pid": tracked.pid, "proc_start": tracked.proc_start}
+                continue
+            if launch_id in stale:
+                answers[index] = {"error": stale[launch_id], "runtime_fault": True}
+                continue
+            workdir = request.get("workdir")
+            if workdir and not os.path.isdir(workdir):
+                # Checked at submit on the local backend; on Ray this node is the first to know.
+                answers[index] = {
+                    "error": f"workdir {workdir!r} is not a directory on node {self.node}",
+                    "job_fault": True,
+                }
                 continue
             run_dir = Path(request["run_dir"])
             run_dir.mkdir(parents=True, exist_ok=True)
@@ -277,7 +302,7 @@ class NodeAgent:
                     {
                         "launch_id": launch_id,
                         "argv": list(request["argv"]),
-                        "env": job_environment(extra),
+                        "env": job_environment(extra, self.env_passthrough),
                         "cwd": request.get("workdir") or str(run_dir),
                         "stdout": str(run_dir / STDOUT_FILE),
                         "stderr": str(run_dir / STDERR_FILE),
@@ -295,6 +320,45 @@ class NodeAgent:
             self._tracked[call["launch_id"]] = _Tracked(pid, start, Path(requests[index]["run_dir"]))
             answers[index] = {"pid": pid, "proc_start": start}
         return [answer or {"error": "no answer"} for answer in answers]
+
+    def _earlier_copies(self, requests: list[dict[str, Any]]) -> dict[str, str]:
+        """Before a job starts again: kill every process an earlier launch of it left on this node
+        (an orphan whose wrapper was killed, a child that left its session). Returns, per launch id,
+        why it must not start now (processes that survived ``SIGKILL``); normally empty."""
+        # A job's first launch has no earlier copy to look for (no /proc scan for a wave of new jobs).
+        wanted = {
+            str(r["env"].get(procs.TAG_JOB)): str(r["launch_id"])
+            for r in requests
+            if str(r["env"].get("DUETTO_ATTEMPT", "2")) != "1"
+        }
+        members: dict[str, list[tuple[int, str]]] = {}
+        if not wanted:
+            return {}
+        for pid, start, tags in procs.tagged_processes():
+            job = tags.get(procs.TAG_JOB)
+            if job in wanted and tags.get(procs.TAG_LAUNCH) != wanted[job]:
+                members.setdefault(wanted[job], []).append((pid, start))
+        blocked = {}
+        for launch_id, found in members.items():
+            log.warning(
+                "node %s: killing %d process(es) of an earlier launch before %s", self.node, len(found), launch_id
+            )
+            left = procs.kill_processes(found)
+            if left:
+                blocked[launch_id] = f"processes of an earlier launch survive SIGKILL: {left}"
+        return blocked
+
+    def sweep(self, runs_dir: str) -> list[int]:
+        """Kill every job process of this state directory still running here (shutdown: no orphan
+        survives ``duetto shutdown``); returns the pids killed."""
+        prefix = runs_dir.rstrip("/") + "/"
+        found = [
+            (pid, start)
+            for pid, start, tags in procs.tagged_processes()
+            if tags.get(procs.TAG_RUN_DIR, "").startswith(prefix)
+        ]
+        procs.kill_processes(found)
+        return [pid for pid, _ in found]
 
     def warm(self) -> None:
         """Start the launch zygote now rather than on the first launch."""
@@ -375,19 +439,62 @@ class NodeAgent:
         }
 
     def poll(self, launch_ids: list[str]) -> dict[str, dict[str, Any]]:
-        """Status of each launch: ``alive``, ``exit`` (record or ``None``), ``progress``."""
-        result = {}
+        """Status of each launch: ``alive``, ``exit`` (record or ``None``), ``progress``.
+
+        A launch whose wrapper vanished without an exit record (the wrapper was killed: ``lost``) is
+        reported ended only once no process of it is left: the job itself, orphaned, and anything it
+        started are killed first, so a lost launch never runs on next to its relaunch. (Leftovers of
+        launches that ended normally are killed before the job starts again and at shutdown; looking
+        for them here would cost a /proc scan per pass.)
+        """
+        result: dict[str, dict[str, Any]] = {}
+        ended = []
         for launch_id in launch_ids:
             tracked = self._tracked.get(launch_id)
             result[launch_id] = {"known": False} if tracked is None else self._status(tracked)
+            if tracked is not None and not result[launch_id]["alive"] and result[launch_id]["exit"] is None:
+                ended.append(launch_id)
+        if ended:
+            for launch_id, members in self._members(ended).items():
+                log.warning(
+                    "node %s: launch %s ended with %d process(es) left; killing them",
+                    self.node,
+                    launch_id,
+                    len(members),
+                )
+                left = procs.kill_processes(members)
+                result[launch_id]["orphans_killed"] = len(members) - len(left)
+                if left:
+                    result[launch_id]["alive"] = True  # not ended while a process of it runs
         return result
+
+    def _members(self, launch_ids: list[str]) -> dict[str, list[tuple[int, str]]]:
+        """Live processes of each tracked launch on this node, found by their environment tag (one pass
+        over /proc). The run directory is per rank, so the ranks of one gang on other (fake) nodes of
+        the same machine are not this node's."""
+        wanted = {str(self._tracked[i].run_dir): i for i in launch_ids if i in self._tracked}
+        members: dict[str, list[tuple[int, str]]] = {}
+        if not wanted:
+            return members
+        for pid, start, tags in procs.tagged_processes():
+            launch_id = wanted.get(tags.get(procs.TAG_RUN_DIR, ""))
+            if launch_id is not None:
+                members.setdefault(launch_id, []).append((pid, start))
+        return members
 
     def stop(self, launch_id: str, force: bool = False) -> bool:
         """``SIGTERM`` (or ``SIGKILL`` when ``force``) the launch's process group."""
         tracked = self._tracked.get(launch_id)
-        if tracked is None or not self._alive(tracked):
-            return False
-        return procs.signal_group(tracked.pid, tracked.proc_start, signal.SIGKILL if force else signal.SIGTERM)
+        signum = signal.SIGKILL if force else signal.SIGTERM
+        sent = tracked is not None and procs.signal_group(tracked.pid, tracked.proc_start, signum)
+        if force or not sent:
+            # Processes of the launch outside the wrapper's group (left the session, or the wrapper is gone).
+            for pid, start in self._members([launch_id]).get(launch_id, []):
+                if procs.is_running(pid, start):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(pid, signum)
+                        sent = True
+        return sent
 
     def adopt(self, launch_id: str, pid: int, proc_start: str | None, run_dir: str) -> dict[str, Any]:
         """Track a process started by an earlier daemon; returns its status."""

@@ -28,9 +28,11 @@ import http.client
 import json
 import logging
 import os
+import random
 import secrets
 import socket
 import socketserver
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -46,17 +48,34 @@ log = logging.getLogger(__name__)
 
 MAX_BODY = 16 * 2**20
 UNIX_PATH_MAX = 107
+#: Pending connections the kernel queues while every handler is busy (capped by net.core.somaxconn).
+LISTEN_BACKLOG = 1024
+#: Requests served at once; further connections wait in the backlog (bounded threads and memory).
+MAX_HANDLERS = 64
+#: Seconds a connection may take to send its request (and to read the answer).
+REQUEST_TIMEOUT_S = 10.0
 
 Route = Callable[[dict[str, Any], dict[str, list[str]], list[str]], Any]
 
 
 class DaemonUnavailable(ConnectionError):
-    """No daemon answers at the given socket or address."""
+    """No daemon answers at the given socket or address (or it stayed busy past the connect timeout)."""
+
+
+class DaemonError(RuntimeError):
+    """The daemon answered with an error that is not the request's fault (5xx, 401)."""
 
 
 def read_or_create_token(path: Path) -> str:
     """The token in ``path``; a new random one (file mode 0600) if the file does not exist."""
     if path.exists():
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode & 0o077:
+            # Whoever can read the token can run any command as the daemon's user: refuse it.
+            raise DuettoInputError(
+                f"token file is readable or writable by others (mode {mode:04o}); run 'chmod 600 {path}'",
+                source=str(path),
+            )
         token = path.read_text(encoding="utf-8").strip()
         if not token:
             raise DuettoInputError("token file is empty", source=str(path))
@@ -69,9 +88,16 @@ def read_or_create_token(path: Path) -> str:
     return token
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _ServerMixin  # type: ignore[assignment]
     protocol_version = "HTTP/1.1"
+    # A socket timeout for every read and write of a connection: a client that stops sending (or
+    # never reads) frees its handler thread after this long instead of pinning it.
+    timeout = REQUEST_TIMEOUT_S
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("api: " + format, *args)
@@ -87,27 +113,58 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def _refuse(self, code: int, message: str) -> None:
+        """Answer an unreadable request and close the connection (its body, if any, is not read)."""
+        self.close_connection = True
+        self._send(code, {"error": message})
+
+    def _body(self) -> tuple[bool, Any]:
+        """``(ok, parsed body)``; on a bad request the answer is already sent."""
+        raw_length = self.headers.get("Content-Length")
+        if raw_length is None or raw_length.strip() == "":
+            length = 0
+        elif not raw_length.strip().isdigit():  # "-1", "abc", "1e3": refused, never read until EOF
+            self._refuse(400, f"Content-Length must be a non-negative integer, got {raw_length!r}")
+            return False, None
+        else:
+            length = int(raw_length)
+        if length > MAX_BODY:
+            self._refuse(413, f"request body over {MAX_BODY} bytes")
+            return False, None
+        if not length:
+            return True, {}
+        try:
+            data = self.rfile.read(length)
+        except TimeoutError:
+            self._refuse(408, f"request body not received within {self.timeout} s")
+            return False, None
+        if len(data) < length:
+            self._refuse(400, f"request body ended after {len(data)} of {length} bytes")
+            return False, None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            self._refuse(400, f"request body is not valid UTF-8 (byte {error.start})")
+            return False, None
+        try:
+            return True, json.loads(text, parse_constant=_no_constant)
+        except ValueError as error:  # JSONDecodeError, and NaN/Infinity
+            self._send(400, {"error": f"malformed JSON body: {error}"})
+            return False, None
+
     def _handle(self, method: str) -> None:
         token = self.server.token
         if token is not None:
             given = self.headers.get("Authorization", "")
             if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
-                self._send(401, {"error": "missing or wrong token"})
+                self._refuse(401, "missing or wrong token")
                 return
         parts = urlsplit(self.path)
         query = parse_qs(parts.query)
         segments = [s for s in parts.path.split("/") if s]
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_BODY:
-            self._send(413, {"error": f"request body over {MAX_BODY} bytes"})
+        ok, body = self._body()
+        if not ok:
             return
-        body: Any = {}
-        if length:
-            try:
-                body = json.loads(self.rfile.read(length))
-            except json.JSONDecodeError as error:
-                self._send(400, {"error": f"malformed JSON body: {error}"})
-                return
         try:
             result = self.server.dispatch(method, segments, body, query)
         except KeyError:
@@ -115,7 +172,7 @@ class _Handler(BaseHTTPRequestHandler):
         except PlanRejected as error:
             self._send(400, {"error": str(error), "problems": error.problems})
         except DuettoInputError as error:
-            self._send(400, {"error": str(error)})
+            self._send(400, {"error": " ".join(str(error).split())})
         except Exception as error:  # the daemon must answer, not die, on a bug in one request
             log.exception("API %s %s failed", method, parts.path)
             self._send(500, {"error": f"internal error: {error}"})
@@ -135,6 +192,26 @@ class _Handler(BaseHTTPRequestHandler):
 class _ServerMixin:
     token: str | None
     routes: dict[tuple[str, str], Route]
+    request_queue_size = LISTEN_BACKLOG
+    _slots: threading.BoundedSemaphore
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        # At most MAX_HANDLERS threads: the accept loop waits for a free slot, so excess clients queue
+        # in the listen backlog instead of each getting a thread.
+        if not hasattr(self, "_slots"):
+            self._slots = threading.BoundedSemaphore(MAX_HANDLERS)
+        self._slots.acquire()
+        try:
+            super().process_request(request, client_address)  # type: ignore[misc]
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)  # type: ignore[misc]
+        finally:
+            self._slots.release()
 
     def dispatch(self, method: str, segments: list[str], body: Any, query: dict[str, list[str]]) -> Any:
         """Route ``/v1/<name>[/<id>[/<action>]]`` to a handler ``(body, query, ids)``."""
@@ -151,7 +228,19 @@ class _UnixServer(_ServerMixin, socketserver.ThreadingMixIn, socketserver.UnixSt
 
     def server_bind(self) -> None:
         path = str(self.server_address)
-        with contextlib.suppress(FileNotFoundError):
+        try:
+            mode: int | None = os.lstat(path).st_mode
+        except FileNotFoundError:
+            mode = None
+        if mode is not None:
+            # A stale socket of an earlier daemon is replaced (the state lock says none runs); anything
+            # else at that path is someone's file: never delete it.
+            if not stat.S_ISSOCK(mode):
+                raise DuettoInputError(
+                    "exists and is not a socket; refusing to replace it (choose another --socket or remove it)",
+                    source=path,
+                    field="socket_path",
+                )
             os.unlink(path)
         # Create the socket already 0600: no window in which another user could connect.
         old = os.umask(0o177)
@@ -224,7 +313,14 @@ class _UnixConnection(http.client.HTTPConnection):
 
 class RuntimeClient:
     """Talks to a daemon: ``RuntimeClient(socket_path=...)`` or
-    ``RuntimeClient(address="127.0.0.1:9999", token=...)``."""
+    ``RuntimeClient(address="127.0.0.1:9999", token=...)``.
+
+    Safe to share between threads (every request opens its own connection). A daemon that is busy
+    (its listen backlog full: ``EAGAIN`` on a unix socket, a slow TCP handshake) is retried with
+    exponential back-off and jitter for ``connect_timeout`` seconds; a daemon that is not there
+    (no socket, connection refused) raises :class:`DaemonUnavailable` at once. ``timeout`` bounds
+    each request once connected.
+    """
 
     def __init__(
         self,
@@ -232,6 +328,7 @@ class RuntimeClient:
         address: str | None = None,
         token: str | None = None,
         timeout: float = 60.0,
+        connect_timeout: float = 30.0,
     ) -> None:
         if socket_path is None and address is None:
             raise ValueError("give socket_path or address")
@@ -239,6 +336,7 @@ class RuntimeClient:
         self.address = address
         self.token = token
         self.timeout = timeout
+        self.connect_timeout = connect_timeout
 
     def _connection(self) -> http.client.HTTPConnection:
         if self.socket_path is not None:
@@ -247,20 +345,55 @@ class RuntimeClient:
         host, _, port = self.address.rpartition(":")
         return http.client.HTTPConnection(host, int(port), timeout=self.timeout)
 
+    def _where(self) -> str:
+        return str(self.socket_path or self.address)
+
+    def _connect(self) -> http.client.HTTPConnection:
+        """An open connection, retrying while the daemon is busy."""
+        deadline = time.monotonic() + self.connect_timeout
+        delay = 0.005
+        while True:
+            connection = self._connection()
+            try:
+                connection.connect()
+                return connection
+            except (BlockingIOError, InterruptedError, TimeoutError) as error:
+                # The backlog is full (or the handshake slow): the daemon is there but busy.
+                connection.close()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise DaemonUnavailable(
+                        f"the duetto daemon at {self._where()} stayed busy for {self.connect_timeout:g} s "
+                        f"({error.__class__.__name__})"
+                    ) from None
+                time.sleep(min(left, delay * (0.5 + random.random())))
+                delay = min(delay * 2, 0.25)
+            except OSError as error:  # no socket file, refused, unreachable: nobody is there
+                connection.close()
+                raise DaemonUnavailable(
+                    f"no duetto daemon answers at {self._where()} ({error.__class__.__name__})"
+                ) from None
+
     def request(self, method: str, path: str, body: Any = None) -> Any:
-        """One request; raises :class:`DuettoInputError` with the daemon's message on a 400."""
-        connection = self._connection()
+        """One request; raises :class:`DuettoInputError` with the daemon's message on a 400,
+        :class:`DaemonUnavailable` when no daemon answers, :class:`DaemonError` on a 5xx or 401."""
         headers = {"Content-Type": "application/json"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         payload = None if body is None else json.dumps(body).encode()
+        connection = self._connect()
         try:
             connection.request(method, path, body=payload, headers=headers)
             response = connection.getresponse()
             data = response.read()
-        except (FileNotFoundError, ConnectionRefusedError, ConnectionResetError) as error:
-            where = self.socket_path or self.address
-            raise DaemonUnavailable(f"no duetto daemon answers at {where} ({error.__class__.__name__})") from None
+        except TimeoutError:
+            raise DaemonUnavailable(
+                f"the duetto daemon at {self._where()} did not answer within {self.timeout:g} s"
+            ) from None
+        except (OSError, http.client.HTTPException) as error:  # reset, broken pipe, closed mid-answer
+            raise DaemonUnavailable(
+                f"the connection to the duetto daemon at {self._where()} was lost ({error.__class__.__name__})"
+            ) from None
         finally:
             connection.close()
         try:
@@ -270,9 +403,9 @@ class RuntimeClient:
         if response.status == 200:
             return decoded
         message = decoded.get("error") if isinstance(decoded, dict) else str(decoded)
-        if response.status in (400, 404, 413):
+        if response.status in (400, 404, 408, 413):
             raise DuettoInputError(str(message))
-        raise RuntimeError(f"daemon answered {response.status}: {message}")
+        raise DaemonError(f"daemon answered {response.status}: {message}")
 
     # --- the operations ------------------------------------------------------------------------------
     def health(self) -> dict[str, Any]:

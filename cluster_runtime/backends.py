@@ -79,6 +79,14 @@ class Backend(Protocol):
 
     def stop_all(self, grace_s: float) -> None: ...
 
+    def drain_events(self) -> list[str]:
+        """Node-level happenings since the last call (an agent lost and recreated), for the event log."""
+        ...
+
+    def sweep(self, runs_dir: str) -> list[int]:
+        """Kill every job process of ``runs_dir`` still running on any node; returns the pids killed."""
+        ...
+
     def shutdown(self, quit_mps: bool = True) -> None: ...
 
 
@@ -111,6 +119,7 @@ class LocalBackend:
                 node.index,
                 agent_mps_settings(config, node.index),
                 gpus=[{"uuid": g.uuid, "memory_gib": g.memory_gib, "name": g.name} for g in node.gpus],
+                env_passthrough=list(config.job_env_passthrough),
             )
             for node in inventory.nodes
         ]
@@ -194,6 +203,13 @@ class LocalBackend:
     def stop_all(self, grace_s: float) -> None:
         for agent in self.agents:
             agent.stop_all(grace_s)
+
+    def drain_events(self) -> list[str]:
+        return []  # the agents live in this process: they cannot die on their own
+
+    def sweep(self, runs_dir: str) -> list[int]:
+        # Every agent of this backend runs on this machine: one pass over /proc finds them all.
+        return self.agents[0].sweep(runs_dir) if self.agents else []
 
     def shutdown(self, quit_mps: bool = True) -> None:
         for agent in self.agents:

@@ -29,6 +29,33 @@ def default_state_dir() -> Path:
     return Path(xdg) / "duetto" if xdg else Path.home() / ".local" / "state" / "duetto"
 
 
+#: Variables of the daemon's (or Ray agent's) environment a job process gets; ``NAME*`` is a prefix.
+#: Everything else (credentials, tokens, the daemon's own settings) stays out: a job gets this, the
+#: job contract's variables and its spec's ``env``.
+DEFAULT_JOB_ENV_PASSTHROUGH = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "LC_*",
+    "TZ",
+    "TMPDIR",
+    "TERM",
+    "HOSTNAME",
+    "LD_LIBRARY_PATH",
+    "PYTHONPATH",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "CONDA_DEFAULT_ENV",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "NCCL_*",
+)
+
+
 class MpsConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -76,6 +103,10 @@ class RuntimeConfig(BaseModel):
     retry_backoff_s: float = Field(default=1.0, ge=0)
     default_max_retries: int = Field(default=3, ge=0)
     mps: MpsConfig = Field(default_factory=lambda: MpsConfig())
+    job_env_passthrough: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_JOB_ENV_PASSTHROUGH),
+        description="daemon environment variables jobs inherit (NAME or NAME* prefix); nothing else leaks",
+    )
     # API
     listen: str | None = Field(
         default=None, description="HOST:PORT to listen on TCP (needs token_file); default: unix socket"

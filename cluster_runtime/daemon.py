@@ -14,9 +14,12 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import importlib
+import ipaddress
+import json
 import logging
 import os
 import signal
+import stat
 import threading
 import time
 from pathlib import Path
@@ -32,6 +35,15 @@ from formulation.errors import DuettoInputError
 from heuristics.core import Policy
 
 log = logging.getLogger(__name__)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def resolve_policy(name: str | None) -> Policy | None:
@@ -55,6 +67,44 @@ def resolve_policy(name: str | None) -> Policy | None:
             field="policy",
         ) from None
     return make_policy(name)
+
+
+def _query_int(query: dict[str, list[str]], name: str, default: int) -> int:
+    """A non-negative integer query parameter, or a 400 naming it."""
+    values = query.get(name)
+    if not values:
+        return default
+    text = values[-1]
+    if not text.isdigit() or len(text) > 18:
+        raise DuettoInputError(f"query parameter '{name}' must be a non-negative integer, got {text!r}")
+    return int(text)
+
+
+def _query_choice(query: dict[str, list[str]], name: str, choices: tuple[str, ...]) -> str:
+    values = query.get(name)
+    if not values:
+        return choices[0]
+    if values[-1] not in choices:
+        raise DuettoInputError(f"query parameter '{name}' must be one of {', '.join(choices)}, got {values[-1]!r}")
+    return values[-1]
+
+
+def _leave_running(body: Any) -> bool:
+    """The shutdown body: ``{}`` or ``{"leave_running": true|false}``, a JSON boolean (``"false"`` is
+    not false)."""
+    if body in (None, {}):
+        return False
+    if not isinstance(body, dict):
+        raise DuettoInputError(f"expected a JSON object, got {type(body).__name__}", source="shutdown")
+    unknown = sorted(set(body) - {"leave_running"})
+    if unknown:
+        raise DuettoInputError(f"unknown field '{unknown[0]}'", source="shutdown", field=unknown[0])
+    value = body.get("leave_running", False)
+    if not isinstance(value, bool):
+        raise DuettoInputError(
+            f"must be true or false, got {json.dumps(value)}", source="shutdown", field="leave_running"
+        )
+    return value
 
 
 class StateLock:
@@ -120,9 +170,15 @@ class Daemon:
         self._wake = threading.Event()
         self.leave_running = False
         self.api: ApiServer | None = None
+        self.warnings: list[str] = []
+        started: Backend | None = None
         try:
+            # Every setting that can be refused is checked before anything starts (no MPS daemon or
+            # agent is left behind by a refused start).
+            self._listen, self._token = self._check_api_settings() if serve_api else (None, None)
             self.store = Store(config.db_path)
             self.backend = backend or make_backend(config)
+            started = self.backend  # from here on, a failure undoes what start() did on any node
             self.backend.start()
             chosen = policy if policy is not None else resolve_policy(config.policy)
             self.reconciler = Reconciler(self.store, self.backend, config, chosen)
@@ -132,8 +188,14 @@ class Daemon:
                 # Where clients find us (a TCP port 0 becomes a real port only now).
                 (config.state_dir / "api-address").write_text(self.api.address + "\n", encoding="utf-8")
         except BaseException:
+            if started is not None:
+                self._undo_start(started)
             self.lock.release()
             raise
+        for warning in self.warnings:
+            log.warning(warning)
+            with self.store.transaction() as tx:
+                tx.event(time.time(), "warning", None, warning)
         self.started_at = time.time()
         log.info(
             "duetto daemon up: backend %s, %d node(s) x %d GPU(s), recovered %s",
@@ -153,22 +215,57 @@ class Daemon:
             ("GET", "jobs/logs"): lambda body, query, ids: {
                 "log": self.reconciler.logs(
                     ids[0],
-                    query.get("stream", ["stdout"])[0],
-                    int(query.get("tail", ["65536"])[0]),
-                    int(query.get("rank", ["0"])[0]),
+                    _query_choice(query, "stream", ("stdout", "stderr")),
+                    _query_int(query, "tail", 65536),
+                    _query_int(query, "rank", 0),
                 )
             },
             ("POST", "plan"): lambda body, query, ids: self._changed(self._apply(body)),
             ("POST", "reconcile"): lambda body, query, ids: self._reconcile_now(),
-            ("POST", "shutdown"): lambda body, query, ids: self.request_stop(bool((body or {}).get("leave_running"))),
+            ("POST", "shutdown"): lambda body, query, ids: self.request_stop(_leave_running(body)),
         }
-        if self.config.listen:
-            host, _, port = self.config.listen.rpartition(":")
-            if not self.config.token_file:
-                raise DuettoInputError("--listen needs --token-file (TCP is only served with a token)", field="listen")
-            token = read_or_create_token(self.config.token_file)
-            return ApiServer(routes, listen=(host or "127.0.0.1", int(port)), token=token)
+        if self._listen is not None:
+            return ApiServer(routes, listen=self._listen, token=self._token)
         return ApiServer(routes, socket_path=self.config.socket)
+
+    def _check_api_settings(self) -> tuple[tuple[str, int] | None, str | None]:
+        """The TCP address and token (or ``None``s for the unix socket), refused or warned about here."""
+        config = self.config
+        if not config.listen:
+            socket_path = config.socket
+            if socket_path.exists() and not stat.S_ISSOCK(socket_path.lstat().st_mode):
+                raise DuettoInputError(
+                    "exists and is not a socket; refusing to replace it (choose another socket_path or remove it)",
+                    source=str(socket_path),
+                    field="socket_path",
+                )
+            return None, None
+        host, _, port = config.listen.rpartition(":")
+        host = host.strip("[]") or "127.0.0.1"
+        if not port.isdigit() or int(port) > 65535:
+            raise DuettoInputError(f"expected HOST:PORT, got {config.listen!r}", field="listen")
+        if not config.token_file:
+            raise DuettoInputError("--listen needs --token-file (TCP is only served with a token)", field="listen")
+        token = read_or_create_token(config.token_file)
+        if not _is_loopback(host):
+            self.warnings.append(
+                f"the API listens on {host}:{port} over plain HTTP: the bearer token crosses the network "
+                "unencrypted. Listen on 127.0.0.1 behind a TLS reverse proxy (docs/runtime.md) or use the unix socket"
+            )
+        return (host, int(port)), token
+
+    def _undo_start(self, backend: Backend) -> None:
+        """A start refused after the nodes came up: quit what this start began (MPS, agents), but
+        never under jobs a previous daemon left running."""
+        try:
+            with self.store.read() as tx:
+                busy = bool(tx.active_launches())
+        except Exception:
+            busy = True
+        try:
+            backend.shutdown(quit_mps=not busy)
+        except Exception as error:
+            log.warning("undoing the start failed: %s", error)
 
     def _apply(self, body: Any) -> dict[str, Any]:
         """A plan, or a schedule (``"format": "duetto-schedule"``, e.g. the oracle's) to replay."""
@@ -192,6 +289,7 @@ class Daemon:
             "api": None if self.api is None else self.api.address,
             "started_at": self.started_at,
             "recovered": self.recovered,
+            "warnings": list(self.warnings),
         }
         return status
 
@@ -228,6 +326,15 @@ class Daemon:
         try:
             if not self.leave_running:
                 self.reconciler.stop_everything(self.config.stop_grace_s)
+                # Containment: no process of any launch outlives the daemon's shutdown (a child that
+                # left its job's session, an orphan whose wrapper was killed).
+                try:
+                    swept = self.backend.sweep(str(self.config.runs_dir))
+                except Exception as error:  # a node that does not answer must not stop the shutdown
+                    log.warning("sweeping job processes failed: %s", error)
+                else:
+                    if swept:
+                        log.warning("killed %d job process(es) left after stopping every launch", len(swept))
             self.backend.shutdown(quit_mps=not self.leave_running)
         finally:
             self.store.close()

@@ -17,6 +17,10 @@ backend methods onto actor calls.
 from __future__ import annotations
 
 import logging
+import os
+import socket
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -30,6 +34,50 @@ from formulation.extras import require_extra
 log = logging.getLogger(__name__)
 
 CALL_TIMEOUT_S = 60.0
+#: How long a poll or heartbeat waits for an agent before it counts as unreachable.
+HEARTBEAT_TIMEOUT_S = 10.0
+#: How long a recreated agent may take to come up (actor start and MPS check).
+AGENT_START_TIMEOUT_S = 30.0
+#: Seconds between tries to recreate the agent of a node that does not come back.
+AGENT_RETRY_S = 5.0
+
+
+def _node_answer(answer: Any, node: int) -> dict[str, Any]:
+    if isinstance(answer, Exception):
+        return {"enabled": True, "alive": False, "error": f"node {node} agent unreachable: {answer.__class__.__name__}"}
+    return dict(answer)
+
+
+NO_CLUSTER_HELP = (
+    "start one first: 'ray start --head --num-gpus=N' on this machine (and 'ray start --address=HEAD:6379 "
+    "--num-gpus=N' on every other GPU node), then run the daemon with --ray-address auto or HEAD:6379"
+)
+
+
+def connect_to_ray(address: str | None, namespace: str) -> None:
+    """Join the Ray cluster at ``address`` (``None``/``"auto"``: ``$RAY_ADDRESS`` or the cluster started
+    on this machine), or raise a one-line :class:`DuettoInputError` that says how to start one.
+
+    An explicit ``HOST:PORT`` is probed first: ``ray.init`` would retry a dead address for minutes.
+    """
+    require_extra("ray", "the Ray backend (--backend ray)")
+    import ray
+
+    target = address or os.environ.get("RAY_ADDRESS") or "auto"
+    host, _, port = target.rpartition(":")
+    if target != "auto" and "://" not in target and port.isdigit():
+        try:
+            socket.create_connection((host or "127.0.0.1", int(port)), timeout=3.0).close()
+        except OSError as error:
+            raise DuettoInputError(
+                f"no Ray cluster answers at {target} ({error.__class__.__name__}); {NO_CLUSTER_HELP}",
+                field="ray_address",
+            ) from None
+    try:
+        ray.init(address=target, namespace=namespace, log_to_driver=False, logging_level=logging.WARNING)
+    except (ConnectionError, ValueError, RuntimeError) as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else error.__class__.__name__
+        raise DuettoInputError(f"cannot join a Ray cluster at '{target}': {first}; {NO_CLUSTER_HELP}") from None
 
 
 class _RayAgent(NodeAgent):
@@ -67,37 +115,18 @@ class RayBackend:
         self.config = config
         self._ray = ray
         if not ray.is_initialized():
-            ray.init(
-                address=config.ray_address or "auto",
-                namespace=config.ray_namespace,
-                log_to_driver=False,
-                logging_level=logging.WARNING,
-            )
+            connect_to_ray(config.ray_address, config.ray_namespace)
         nodes = sorted(
             (n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("GPU", 0) > 0),
             key=lambda n: (n.get("NodeManagerAddress", ""), n["NodeID"]),
         )
         if not nodes:
             raise DuettoInputError("the Ray cluster has no alive node with a GPU resource")
-        actor_class = ray.remote(num_cpus=0, max_restarts=0)(_RayAgent)
-        self.agents: list[Any] = []
+        self._actor_class = ray.remote(num_cpus=0, max_restarts=0)(_RayAgent)
+        self._affinity = NodeAffinitySchedulingStrategy
+        self._nodes = nodes
+        self.agents: list[Any] = [self._make_agent(index) for index in range(len(nodes))]
         described = []
-        for index, node in enumerate(nodes):
-            node_id = node["NodeID"]
-            agent = actor_class.options(
-                name=f"duetto-agent-{node_id}",
-                namespace=config.ray_namespace,
-                lifetime="detached",
-                get_if_exists=True,
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
-            ).remote(
-                index,
-                agent_mps_settings(config, node_id[:16]),
-                None,
-                int(node["Resources"]["GPU"]) if config.ray_fake_gpus else None,
-                config.gpu_memory_gib,
-            )
-            self.agents.append(agent)
         facts = ray.get([agent.describe.remote() for agent in self.agents], timeout=CALL_TIMEOUT_S)
         for index, (node, fact) in enumerate(zip(nodes, facts, strict=True)):
             if not fact["gpus"]:
@@ -112,6 +141,118 @@ class RayBackend:
             described.append(NodeInfo(index, fact["hostname"], fact["address"], gpus, node["NodeID"]))
         self.inventory: Inventory = renumber(described, fake=any(f["fake"] for f in facts))
         self._groups: dict[str, list[Any]] = {}
+        self.agent_restarts = [0] * len(nodes)
+        self._retry_at = [0.0] * len(nodes)
+        self._events: list[str] = []
+        self._recovery = threading.Lock()
+
+    # --- agents, and what happens when one dies ---------------------------------------------------------
+    def _make_agent(self, index: int) -> Any:
+        """Node ``index``'s agent: the live detached actor of that name, or a new one pinned to the node."""
+        node = self._nodes[index]
+        node_id = node["NodeID"]
+        return self._actor_class.options(
+            name=f"duetto-agent-{node_id}",
+            namespace=self.config.ray_namespace,
+            lifetime="detached",
+            get_if_exists=True,
+            scheduling_strategy=self._affinity(node_id, soft=False),
+        ).remote(
+            index,
+            agent_mps_settings(self.config, node_id[:16]),
+            None,
+            int(node["Resources"]["GPU"]) if self.config.ray_fake_gpus else None,
+            self.config.gpu_memory_gib,
+            env_passthrough=list(self.config.job_env_passthrough),
+        )
+
+    def _agent_failure(self, error: BaseException) -> bool:
+        """The agent itself is gone or hung (not an error raised by the method it ran)."""
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        return isinstance(error, RayActorError | GetTimeoutError)
+
+    def _recover_agent(self, node: int, error: BaseException, failed: Any) -> bool:
+        """Replace node ``node``'s dead (or hung) agent by a new one and bring it up; ``True`` once it
+        answers. The new agent knows no launch: the reconciler re-adopts them (pid + start time), and
+        the node's MPS control daemon, which outlived the agent, is reused. Retried at most every
+        ``AGENT_RETRY_S`` while it fails (a node that is gone), so other nodes keep their pace."""
+        with self._recovery:
+            if self.agents[node] is not failed:
+                return True  # another thread (a status request, the reconcile pass) replaced it already
+            now = time.monotonic()
+            if now < self._retry_at[node]:
+                return False
+            old = self.agents[node]
+            try:  # a hung agent is ended so that its name is free; a dead one is already gone
+                self._ray.kill(old, no_restart=True)
+            except Exception as kill_error:
+                log.debug("agent of node %s: %s", node, kill_error)
+            try:
+                agent = self._make_agent(node)
+                self._ray.get(agent.start_mps.remote(), timeout=AGENT_START_TIMEOUT_S)
+            except Exception as start_error:
+                self._retry_at[node] = now + AGENT_RETRY_S
+                message = (
+                    f"node {node}: agent unreachable ({error.__class__.__name__}); recreating it failed "
+                    f"({start_error.__class__.__name__}); next try in {AGENT_RETRY_S:g} s"
+                )
+                log.error(message)
+                self._events.append(message)
+                return False
+            self.agents[node] = agent
+            self.agent_restarts[node] += 1
+            message = (
+                f"node {node}: agent was unreachable ({error.__class__.__name__}); "
+                "recreated, its launches are re-adopted"
+            )
+            log.warning(message)
+            self._events.append(message)
+            return True
+
+    def drain_events(self) -> list[str]:
+        """Agent losses and recreations since the last call (the reconciler records them as events)."""
+        with self._recovery:
+            events, self._events = self._events, []
+        return events
+
+    def _one(self, node: int, method: str, *args: Any, timeout: float = CALL_TIMEOUT_S) -> Any:
+        """``agent.method(*args)`` on one node; a dead agent is recreated and the call made once more."""
+        agent = self.agents[node]
+        try:
+            return self._ray.get(getattr(agent, method).remote(*args), timeout=timeout)
+        except Exception as error:
+            if not self._agent_failure(error) or not self._recover_agent(node, error, agent):
+                raise
+        return self._ray.get(getattr(self.agents[node], method).remote(*args), timeout=timeout)
+
+    def _each(
+        self, calls: Mapping[int, tuple[str, tuple[Any, ...]]], timeout: float = HEARTBEAT_TIMEOUT_S
+    ) -> dict[int, Any]:
+        """The calls ``{node: (method, args)}`` in parallel; per node its answer or, for a node whose
+        agent failed and could not be recreated, the exception (never raised: one dead agent must not
+        stop the others). A recreated agent is asked again."""
+        used = {node: self.agents[node] for node in calls}
+        refs = {node: getattr(used[node], method).remote(*args) for node, (method, args) in calls.items()}
+        deadline = time.monotonic() + timeout
+        answers: dict[int, Any] = {}
+        for node, ref in refs.items():
+            try:
+                answers[node] = self._ray.get(ref, timeout=max(0.1, deadline - time.monotonic()))
+            except Exception as error:
+                answers[node] = error
+        for node, answer in list(answers.items()):
+            if (
+                isinstance(answer, Exception)
+                and self._agent_failure(answer)
+                and self._recover_agent(node, answer, used[node])
+            ):
+                method, args = calls[node]
+                try:
+                    answers[node] = self._ray.get(getattr(self.agents[node], method).remote(*args), timeout=timeout)
+                except Exception as error:
+                    answers[node] = error
+        return answers
 
     def _get(self, refs: Any) -> Any:
         return self._ray.get(refs, timeout=CALL_TIMEOUT_S)
@@ -123,56 +264,70 @@ class RayBackend:
             raise DuettoInputError(f"starting the Ray nodes failed: {error}") from None
 
     def launch(self, node: int, request: dict[str, Any]) -> dict[str, Any]:
-        return dict(self._get(self.agents[node].launch.remote(request)))
+        return dict(self._one(node, "launch", request))
 
     def launch_many(self, items: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
         by_node: dict[int, list[int]] = {}
         for index, (node, _) in enumerate(items):
             by_node.setdefault(node, []).append(index)
-        nodes = list(by_node)
-        replies = self._get([self.agents[n].launch_many.remote([items[i][1] for i in by_node[n]]) for n in nodes])
+        replies = self._each(
+            {n: ("launch_many", ([items[i][1] for i in by_node[n]],)) for n in by_node}, timeout=CALL_TIMEOUT_S
+        )
         answers: list[dict[str, Any]] = [{}] * len(items)
-        for node, reply in zip(nodes, replies, strict=True):
+        for node, reply in replies.items():
+            if isinstance(reply, Exception):
+                # What that node started is unknown here: the reconciler looks for it (wrapper.pid files).
+                raise RuntimeError(f"node {node}: {reply.__class__.__name__}: {reply}")
             for index, answer in zip(by_node[node], reply, strict=True):
                 answers[index] = dict(answer)
         return answers
 
     def poll(self, by_node: Mapping[int, list[str]]) -> dict[str, dict[str, Any]]:
-        nodes = [node for node, ids in by_node.items() if ids]
-        answers = self._get([self.agents[node].poll.remote(by_node[node]) for node in nodes])
+        answers = self._each({node: ("poll", (ids,)) for node, ids in by_node.items() if ids})
         result: dict[str, dict[str, Any]] = {}
-        for node, answer in zip(nodes, answers, strict=True):
+        for node, answer in answers.items():
+            if isinstance(answer, Exception):
+                # The node does not answer: its launches stay as they were (alive, no news) until it does.
+                log.error("node %s does not answer a poll: %s", node, answer.__class__.__name__)
+                for launch_id in by_node[node]:
+                    result[f"{launch_id}@{node}"] = {"known": True, "alive": True, "exit": None, "unreachable": True}
+                continue
             for launch_id, status in answer.items():
                 result[f"{launch_id}@{node}"] = status
         return result
 
     def stop(self, node: int, launch_id: str, force: bool = False) -> bool:
-        return bool(self._get(self.agents[node].stop.remote(launch_id, force)))
+        return bool(self._one(node, "stop", launch_id, force))
 
     def adopt(self, node: int, launch_id: str, pid: int, proc_start: str | None, run_dir: str) -> dict[str, Any]:
-        return dict(self._get(self.agents[node].adopt.remote(launch_id, pid, proc_start, run_dir)))
+        return dict(self._one(node, "adopt", launch_id, pid, proc_start, run_dir))
 
     def find(self, node: int, launch_id: str, run_dir: str) -> dict[str, Any] | None:
-        found = self._get(self.agents[node].find.remote(launch_id, run_dir))
+        found = self._one(node, "find", launch_id, run_dir)
         return None if found is None else dict(found)
 
     def forget(self, by_node: Mapping[int, list[str]]) -> None:
-        self._get([self.agents[node].forget.remote(ids) for node, ids in by_node.items() if ids])
+        # Best effort: a recreated agent does not know these launches anyway.
+        self._each({node: ("forget", (ids,)) for node, ids in by_node.items() if ids})
 
     def ensure_mps(self) -> list[dict[str, Any]]:
-        return list(self._get([agent.ensure_mps.remote() for agent in self.agents]))
+        """The heartbeat (every ``mps.check_interval_s``): each agent checks its MPS daemon; an agent
+        that does not answer is recreated here."""
+        answers = self._each({node: ("ensure_mps", ()) for node in range(len(self.agents))})
+        return [_node_answer(answers[node], node) for node in range(len(self.agents))]
 
     def mps_status(self) -> list[dict[str, Any]]:
-        return list(self._get([agent.mps_status.remote() for agent in self.agents]))
+        answers = self._each({node: ("mps_status", ()) for node in range(len(self.agents))})
+        return [_node_answer(answers[node], node) for node in range(len(self.agents))]
 
     def read_log(self, node: int, run_dir: str, stream: str, tail_bytes: int) -> str:
-        return str(self._get(self.agents[node].read_log.remote(run_dir, stream, tail_bytes)))
+        return str(self._one(node, "read_log", run_dir, stream, tail_bytes))
 
     def progress_history(self, node: int, run_dir: str) -> list[tuple[float, float]]:
-        return [(float(x[0]), float(x[1])) for x in self._get(self.agents[node].progress_history.remote(run_dir))]
+        return [(float(x[0]), float(x[1])) for x in self._one(node, "progress_history", run_dir)]
 
     def free_port(self, node: int) -> int:
-        return int(self._get(self.agents[node].free_port.remote()))
+        return int(self._one(node, "free_port"))
 
     # --- GPU shares as Ray resources -----------------------------------------------------------------
     def _group_name(self, launch_id: str, node: int) -> str:
@@ -235,6 +390,12 @@ class RayBackend:
 
     def stop_all(self, grace_s: float) -> None:
         self._get([agent.stop_all.remote(grace_s) for agent in self.agents])
+
+    def sweep(self, runs_dir: str) -> list[int]:
+        killed: list[int] = []
+        for answer in self._get([agent.sweep.remote(runs_dir) for agent in self.agents]):
+            killed += [int(pid) for pid in answer]
+        return killed
 
     def shutdown(self, quit_mps: bool = True) -> None:
         """Quit MPS on every node and end the agents (they are detached: kill them explicitly)."""

@@ -304,6 +304,9 @@ class Reconciler:
         one, so that two specs of one list cannot define one name two ways.
         """
         spec = job_spec_from_dict(data, source)
+        if spec.workdir is not None and self.backend.name == "local" and not os.path.isdir(spec.workdir):
+            # Checked where the jobs run (the Ray backend's nodes are other machines: checked at launch).
+            raise DuettoInputError(f"{spec.workdir!r} is not a directory", source=source, field="workdir")
         if spec.inline_profile is not None and spec.profile_name not in measured:
             known = profiles.get(spec.profile_name, batch_profiles.get(spec.profile_name))
             if known is not None and known != spec.inline_profile:
@@ -394,28 +397,36 @@ class Reconciler:
 
     # --- crash recovery -----------------------------------------------------------------------------
     def recover(self) -> dict[str, int]:
-        """Re-adopt the processes a previous daemon left, and requeue launches that never started.
+        """Re-adopt the processes a previous daemon left, requeue launches that never started, and roll
+        back launches that started only partly.
 
-        Returns counts: ``adopted`` launches, ``not_started`` launches.
+        A launch the daemon was starting when it died (state ``starting``) is the runtime's own
+        business, never the job's: if every process of it was started it is adopted; if none was, it
+        is requeued; if only some were (a gang across nodes whose rank 0 started and rank 1 did not),
+        the started ones are stopped and the launch ends ``rolled-back``. None of these charges an
+        attempt. Returns counts: ``adopted``, ``not_started`` and ``rolled_back`` launches.
         """
-        adopted = not_started = 0
+        adopted = not_started = rolled_back = 0
         with self.lock:
             with self.store.read() as tx:
                 active = tx.active_launches()
                 rows = tx.procs([launch.id for launch in active])
             now = self.clock()
             for launch in active:
-                found = False
-                for proc in rows.get(launch.id, []):
+                procs = rows.get(launch.id, [])
+                found_ranks: set[int] = set()
+                for proc in procs:
                     if proc.pid is None:
                         hit = self.backend.find(proc.node, launch.id, proc.run_dir)
                         if hit is not None:
-                            found = True
+                            found_ranks.add(proc.rank)
                             with self.store.transaction() as tx:
                                 tx.set_proc(launch.id, proc.rank, int(hit["pid"]), hit["proc_start"])
                     else:
                         self.backend.adopt(proc.node, launch.id, proc.pid, proc.proc_start, proc.run_dir)
-                        found = True
+                        found_ranks.add(proc.rank)
+                found = bool(found_ranks)
+                partial = launch.state == "starting" and found and len(found_ranks) < len(procs)
                 with self.store.transaction() as tx:
                     if launch.state == "starting" and not found:
                         tx.update_launch(launch.id, state="ended", ended_at=now, outcome="not-started")
@@ -424,6 +435,24 @@ class Reconciler:
                             tx.update_job(launch.job_id, state="pending")
                         tx.event(now, "recovered", launch.job_id, f"launch {launch.id} never started; requeued")
                         not_started += 1
+                    elif partial:
+                        # Finished by the normal stop path: once the started ranks have ended, the launch
+                        # ends 'rolled-back' and the job is pending again, with no attempt charged.
+                        tx.update_launch(
+                            launch.id,
+                            state="stopping",
+                            started_at=launch.created_at,
+                            stop_requested_at=now,
+                            pending_outcome="rolled-back",
+                        )
+                        tx.event(
+                            now,
+                            "recovered",
+                            launch.job_id,
+                            f"launch {launch.id} was half-started ({len(found_ranks)} of {len(procs)} processes) "
+                            "when the daemon stopped; rolling it back (no attempt charged)",
+                        )
+                        rolled_back += 1
                     else:
                         if launch.state == "starting":
                             tx.update_launch(launch.id, state="running", started_at=launch.created_at)
@@ -431,6 +460,10 @@ class Reconciler:
                         adopted += 1
                 if launch.state == "starting" and not found:
                     self.backend.release(launch.id)
+                if partial:
+                    for proc in procs:
+                        if proc.rank in found_ranks:
+                            self._stop_proc(proc.node, launch.id, force=False)
             with self.store.transaction() as tx:
                 # A job marked running without an active launch cannot happen (one transaction sets
                 # both), but a hand-edited database should not leave a job stuck.
@@ -439,7 +472,7 @@ class Reconciler:
                     if job.id not in active_jobs:
                         tx.update_job(job.id, state="pending")
             self._decide_needed = True
-        return {"adopted": adopted, "not_started": not_started}
+        return {"adopted": adopted, "not_started": not_started, "rolled_back": rolled_back}
 
     # --- one pass -------------------------------------------------------------------------------------
     def reconcile(self) -> PassStats:
@@ -448,7 +481,12 @@ class Reconciler:
         stats = PassStats()
         with self.lock:
             now = self.clock()
-            self._check_mps(now, stats)
+            try:
+                self._check_mps(now, stats)
+            except Exception as error:  # a node's trouble must not stop the pass for the others
+                log.exception("checking the nodes failed")
+                stats.errors.append(f"node check: {error}")
+            self._record_backend_events(now)
             stats.ended = self._observe(now)
             if self.policy is not None:
                 stats.decided = self._decide(now)
@@ -457,6 +495,13 @@ class Reconciler:
         self.reconciles += 1
         self.last_stats = stats
         return stats
+
+    def _record_backend_events(self, now: float) -> None:
+        messages = self.backend.drain_events()
+        if messages:
+            with self.store.transaction() as tx:
+                for message in messages:
+                    tx.event(now, "agent", None, message)
 
     def _check_mps(self, now: float, stats: PassStats) -> None:
         if now - self._last_mps_check < self.config.mps.check_interval_s:
@@ -489,7 +534,11 @@ class Reconciler:
             for proc in procs:
                 status = statuses.get(f"{launch.id}@{proc.node}", {"known": False})
                 if not status.get("known"):
-                    status = self._readopt(launch, proc)
+                    try:
+                        status = self._readopt(launch, proc)
+                    except Exception as error:  # its node does not answer: no news, keep the launch as it is
+                        log.error("re-adopting %s on node %s failed: %s", launch.id, proc.node, error)
+                        status = {"known": True, "alive": True, "exit": None, "unreachable": True}
                 states.append(status)
             if states and states[0].get("progress") is not None:
                 progress.append((launch.job_id, float(states[0]["progress"])))
@@ -517,6 +566,7 @@ class Reconciler:
         codes = [(s.get("exit") or {}).get("returncode") for s in states]
         success = bool(codes) and all(code == 0 for code in codes)
         stopped_by_us = launch.stop_requested_at is not None and launch.pending_outcome is None
+        rolled_back = launch.pending_outcome == "rolled-back"
         first_bad = next((c for c in codes if c != 0), 0)
         with self.store.transaction() as tx:
             job = tx.job(launch.job_id)
@@ -528,6 +578,12 @@ class Reconciler:
                 fields.update(state="completed", finished_at=now, progress=float(job.spec["iterations"]))
                 tx.drop_desired(job.id)
                 message = f"completed (launch {launch.id})"
+            elif rolled_back:
+                # The runtime's fault (a launch it could not finish starting): never a job failure.
+                outcome = "rolled-back"
+                if job.state != "cancelled":
+                    fields["state"] = "pending"
+                message = f"half-started launch {launch.id} rolled back; no attempt charged"
             elif stopped_by_us:
                 outcome = "stopped"
                 if job.state != "cancelled":
@@ -563,7 +619,10 @@ class Reconciler:
         by_node: dict[int, list[str]] = defaultdict(list)
         for proc in procs:
             by_node[proc.node].append(launch.id)
-        self.backend.forget(by_node)
+        try:
+            self.backend.forget(by_node)
+        except Exception as error:  # bookkeeping only
+            log.warning("forgetting %s failed: %s", launch.id, error)
 
     # decide -------------------------------------------------------------------------------------------
     def _loop_now(self, policy: Policy, now: float) -> tuple[SchedulingLoop, dict[str, tuple[tuple[int, ...], int]]]:
@@ -649,7 +708,13 @@ class Reconciler:
         with self.store.transaction() as tx:
             tx.update_launch(launch.id, state="stopping", stop_requested_at=now, pending_outcome=pending_outcome)
         for proc in procs:
-            self.backend.stop(proc.node, launch.id, force=False)
+            self._stop_proc(proc.node, launch.id, force=False)
+
+    def _stop_proc(self, node: int, launch_id: str, force: bool) -> None:
+        try:
+            self.backend.stop(node, launch_id, force=force)
+        except Exception as error:  # the node does not answer: the next pass (or the force stop) retries
+            log.error("stopping %s on node %s failed: %s", launch_id, node, error)
 
     def _converge(self, now: float, stats: PassStats) -> None:
         with self.store.read() as tx:
@@ -674,7 +739,7 @@ class Reconciler:
                 waited = now - (launch.stop_requested_at or now)
                 if waited >= self.config.stop_grace_s and not launch.force_sent:
                     for proc in procs:
-                        self.backend.stop(proc.node, launch.id, force=True)
+                        self._stop_proc(proc.node, launch.id, force=True)
                     with self.store.transaction() as tx:
                         tx.update_launch(launch.id, force_sent=1)
             for gpu in launch.gpus:
@@ -771,9 +836,12 @@ class Reconciler:
         # 4. Record the pids; a launch with a process that could not start is stopped and requeued.
         pids: dict[str, list[tuple[int, int, str | None]]] = defaultdict(list)
         failed: dict[str, str] = {}
+        job_fault: set[str] = set()
         for (launch_id, rank, _node, _run_dir, _request), answer in zip(items, answers, strict=True):
             if "error" in answer:
                 failed[launch_id] = str(answer["error"])
+                if answer.get("job_fault"):
+                    job_fault.add(launch_id)
             else:
                 pids[launch_id].append((rank, int(answer["pid"]), answer.get("proc_start")))
         started = 0
@@ -789,25 +857,44 @@ class Reconciler:
             if launch_id in failed:
                 log.error("launch of %s failed: %s", job.id, failed[launch_id])
                 for rank, _pid, _start in pids.get(launch_id, []):
-                    self.backend.stop(ranks[rank][1], launch_id, force=True)
-                self._abandon(launch_id, job.id, now, "launch-error", failed[launch_id], failure=True)
+                    self._stop_proc(ranks[rank][1], launch_id, force=True)
+                # A process the node could not start (fork failed, the zygote died, an earlier copy
+                # would not die) is the runtime's fault: retried after the back-off, no attempt charged.
+                # A program that cannot be executed is not this: its wrapper records exit 127.
+                if launch_id in job_fault:  # the spec's fault (its workdir is missing there): an attempt
+                    self._abandon(launch_id, job.id, now, "failed", failed[launch_id], charge=True)
+                else:
+                    self._abandon(launch_id, job.id, now, "launch-error", failed[launch_id], backoff=True)
         return started
 
     def _abandon(
-        self, launch_id: str, job_id: str, now: float, outcome: str, reason: str, failure: bool = False
+        self,
+        launch_id: str,
+        job_id: str,
+        now: float,
+        outcome: str,
+        reason: str,
+        backoff: bool = False,
+        charge: bool = False,
     ) -> None:
+        """End a launch that could not start; the job is pending again, charged an attempt only when
+        ``charge`` (its spec's fault, not the runtime's)."""
         with self.store.transaction() as tx:
             job = tx.job(job_id)
             assert job is not None
             tx.update_launch(launch_id, state="ended", ended_at=now, outcome=outcome)
             fields: dict[str, Any] = {"state": "pending", "last_error": reason}
-            if failure:
+            if job.state == "cancelled":
+                fields = {"last_error": reason}
+            elif charge:
                 fields["attempts"] = job.attempts + 1
                 if job.attempts + 1 > job.max_retries:
                     fields.update(state="failed", finished_at=now)
                     tx.drop_desired(job_id)
                 else:
                     fields["not_before"] = now + self.config.retry_backoff_s
+            elif backoff:
+                fields["not_before"] = now + self.config.retry_backoff_s
             tx.update_job(job_id, **fields)
             tx.event(now, outcome, job_id, reason)
         self.backend.release(launch_id)
@@ -865,7 +952,7 @@ class Reconciler:
                 left = tx.active_launches()
             for launch in left:
                 for proc in rows.get(launch.id, []):
-                    self.backend.stop(proc.node, launch.id, force=True)
+                    self._stop_proc(proc.node, launch.id, force=True)
             end = time.monotonic() + 5.0
             while left and time.monotonic() < end:
                 self._observe(self.clock())
@@ -925,6 +1012,7 @@ class Reconciler:
             mps = self.backend.mps_status()
         except Exception as error:  # a node that does not answer must not break status
             mps = [{"error": str(error)}] * len(self.inventory.nodes)
+        restarts = list(getattr(self.backend, "agent_restarts", []))
         for node in self.inventory.nodes:
             nodes.append(
                 {
@@ -933,6 +1021,7 @@ class Reconciler:
                     "address": node.address,
                     "ray_node_id": node.ray_node_id,
                     "mps": mps[node.index] if node.index < len(mps) else None,
+                    "agent_restarts": restarts[node.index] if node.index < len(restarts) else 0,
                     "gpus": [
                         {
                             "id": node.index * self.inventory.gpus_per_node + gpu.index,

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from formulation.errors import DuettoInputError
+
 SCHEMA_VERSION = 1
 
 _SCHEMA = """
@@ -165,14 +167,27 @@ class Store:
         self._lock = threading.RLock()
         self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30)
         self._conn.row_factory = sqlite3.Row
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute("PRAGMA foreign_keys=ON")
-        self._conn.execute("PRAGMA busy_timeout=30000")
-        with self.transaction() as tx:
-            tx.executescript_safe(_SCHEMA)
-            if tx.meta("schema_version") is None:
-                tx.set_meta("schema_version", str(SCHEMA_VERSION))
+        try:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            self._conn.execute("PRAGMA busy_timeout=30000")
+            with self.transaction() as tx:
+                tx.executescript_safe(_SCHEMA)
+                if tx.meta("schema_version") is None:
+                    tx.set_meta("schema_version", str(SCHEMA_VERSION))
+            check = self._conn.execute("PRAGMA quick_check").fetchone()[0]
+            if check != "ok":
+                raise sqlite3.DatabaseError(str(check))
+        except sqlite3.DatabaseError as error:
+            # Refuse rather than start from nothing: the file may describe jobs that still run.
+            self._conn.close()
+            raise DuettoInputError(
+                f"the state database is unreadable ({error}); the daemon refuses to start on it. Keep it for "
+                f"inspection and start afresh: 'mv {self.path} {self.path}.corrupt' (jobs it recorded are "
+                "forgotten; stop their processes by hand)",
+                source=str(self.path),
+            ) from None
 
     def close(self) -> None:
         with self._lock:

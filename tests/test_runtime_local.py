@@ -256,7 +256,7 @@ def test_sigkill_in_the_middle_of_applying_a_plan(workdir: Path) -> None:
     try:
         status = daemon.client.wait_until(all_finished, timeout=90)
         assert all(job["state"] == "completed" for job in status["jobs"])
-        assert status["daemon"]["recovered"] == {"adopted": 3, "not_started": 3}
+        assert status["daemon"]["recovered"] == {"adopted": 3, "not_started": 3, "rolled_back": 0}
         records = _exactly_once(ledger, names)
         # The three that were running when the daemon died were adopted, never started again.
         assert Counter(e["job"] for e in harness.events(records, "start")) == Counter(names)

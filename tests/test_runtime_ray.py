@@ -5,6 +5,7 @@ nodes, and a daemon SIGKILL that the restarted daemon recovers from through the 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from collections import Counter
@@ -151,4 +152,42 @@ def test_ray_daemon_killed_and_restarted_adopts_through_the_agents(ray_cluster: 
         _wait(lambda: _gpu_free() == pytest.approx(4.0), 30)
     finally:
         daemon.stop()
+    assert harness.cleanup(tmp_path) == []
+
+
+def test_a_dead_agent_is_recreated_and_the_other_nodes_keep_reconciling(ray_cluster: Cluster, tmp_path: Path) -> None:
+    """SIGKILL of node 1's agent actor: node 0's job still completes on time, the agent is recreated,
+    and node 1's job, which outlived its agent, is re-adopted (never started twice) and completes."""
+    state, ledger, locks = tmp_path / "s", tmp_path / "ledger", tmp_path / "locks"
+    locks.mkdir()
+    daemon = harness.DaemonProcess(state, "--backend", "ray", "--ray-address", ray_cluster.address, "--ray-fake-gpus")
+    daemon.start()
+    try:
+        daemon.client.submit(harness.job_spec("n0", iterations=150, alpha=0.01, ledger=ledger, lock_dir=locks))
+        daemon.client.submit(harness.job_spec("n1", iterations=500, alpha=0.01, ledger=ledger, lock_dir=locks))
+        daemon.client.apply([{"job_id": "n0", "gpus": [[0, 0]]}, {"job_id": "n1", "gpus": [[1, 0]]}])
+        status = daemon.client.wait_until(lambda s: all(j["progress"] >= 2 for j in s["jobs"]), 60)
+        node_id = status["nodes"][1]["ray_node_id"]
+        agent = ray.get_actor(f"duetto-agent-{node_id}", namespace="duetto")
+        pid = ray.get(agent.ping.remote(), timeout=30)
+        os.kill(pid, signal.SIGKILL)
+        # Node 0 keeps being reconciled: its job is seen to finish while node 1's agent is being replaced.
+        daemon.client.wait_until(lambda s: next(j for j in s["jobs"] if j["id"] == "n0")["state"] == "completed", 60)
+        status = daemon.client.wait_until(_finished, timeout=90)
+        assert {j["id"]: (j["state"], j["attempts"]) for j in status["jobs"]} == {
+            "n0": ("completed", 0),
+            "n1": ("completed", 0),
+        }
+        assert [n["agent_restarts"] for n in status["nodes"]] == [0, 1]
+        new_pid = ray.get(ray.get_actor(f"duetto-agent-{node_id}", namespace="duetto").ping.remote(), timeout=30)
+        assert new_pid != pid
+        records = harness.read_ledger(ledger)
+        assert harness.events(records, "double") == []
+        assert Counter(e["job"] for e in harness.events(records, "start")) == Counter({"n0": 1, "n1": 1})
+        assert Counter(e["job"] for e in harness.events(records, "done")) == Counter({"n0": 1, "n1": 1})
+        agent_events = [e for e in daemon.client.status()["events"] if e["kind"] == "agent"]
+        assert any("recreated" in e["message"] for e in agent_events) or status["nodes"][1]["agent_restarts"] == 1
+    finally:
+        daemon.stop()
+    assert daemon.wait_exit() == 0
     assert harness.cleanup(tmp_path) == []

@@ -40,12 +40,14 @@ def _client(state: Path | None, address: str | None, token_file: Path | None) ->
 
 
 def _call(function: Any, *args: Any) -> Any:
-    from cluster_runtime.api import DaemonUnavailable
+    from cluster_runtime.api import DaemonError, DaemonUnavailable
 
     try:
         return function(*args)
     except DaemonUnavailable as error:
         fail(f"{error}; start one with 'duetto daemon'", code=1)
+    except DaemonError as error:  # the daemon's fault, not the request's: one line, exit 1
+        fail(" ".join(str(error).split()), code=1)
 
 
 def _read(path: Path) -> Any:

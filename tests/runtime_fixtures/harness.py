@@ -95,9 +95,10 @@ def events(ledger: list[dict[str, Any]], kind: str, job: str | None = None) -> l
 class DaemonProcess:
     """``python -m cluster_runtime daemon`` as a real process on a test state directory."""
 
-    def __init__(self, state: Path, *args: str, log: Path | None = None) -> None:
+    def __init__(self, state: Path, *args: str, log: Path | None = None, env: dict[str, str] | None = None) -> None:
         self.state = state
         self.args = list(args)
+        self.env = dict(env or {})
         self.log = log or state.parent / f"{state.name}-daemon.log"
         self.process: subprocess.Popen[bytes] | None = None
         self.client = RuntimeClient(socket_path=state / "duetto.sock", timeout=30)
@@ -122,7 +123,7 @@ class DaemonProcess:
         handle = open(self.log, "ab")  # noqa: SIM115 - owned by the child
         self.process = subprocess.Popen(
             command,
-            env=runtime_env(),
+            env=runtime_env(self.env),
             stdout=handle,
             stderr=subprocess.STDOUT,
             cwd=REPO,
@@ -166,6 +167,11 @@ class DaemonProcess:
             self.kill()
 
 
+def daemon_command(state: Path, *args: str) -> list[str]:
+    """The command line of a daemon on ``state`` (for starts that are expected to be refused)."""
+    return [sys.executable, "-m", "cluster_runtime", "daemon", "--state", str(state), *args]
+
+
 def _cmdline(pid: int) -> list[str]:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
@@ -173,12 +179,22 @@ def _cmdline(pid: int) -> list[str]:
         return []
 
 
+def _environ(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return b""
+
+
 def leftover_processes(marker: str) -> list[int]:
-    """Pids of live processes whose command line mentions ``marker`` (a test's folder)."""
+    """Pids of live processes whose command line mentions ``marker`` (a test's folder), or whose
+    environment does (a job's helper that left its session: ``DUETTO_RUN_DIR`` is under the folder)."""
     found = []
     for entry in Path("/proc").iterdir():
         mine = entry.name.isdigit() and int(entry.name) != os.getpid()
-        if mine and any(marker in part for part in _cmdline(int(entry.name))):
+        if mine and (
+            any(marker in part for part in _cmdline(int(entry.name))) or marker.encode() in _environ(int(entry.name))
+        ):
             try:
                 stat = (entry / "stat").read_text()
             except OSError:

@@ -18,6 +18,8 @@ Options for the tests:
   --ledger PATH               append JSON events: start, done, double-start
   --lock-dir DIR              hold DIR/<job>.rank<r>.lock; a second concurrent instance records "double" and exits 4
   --contention-dir DIR --slowdown X
+  --escape                    start a helper process in a new session (outside the job's process group)
+                              that sleeps for an hour; its pid goes to the ledger ("escapee")
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ def main() -> int:
     parser.add_argument("--lock-dir")
     parser.add_argument("--contention-dir")
     parser.add_argument("--slowdown", type=float, default=0.0)
+    parser.add_argument("--escape", action="store_true")
     args = parser.parse_args()
 
     env = os.environ
@@ -122,6 +125,17 @@ def main() -> int:
         sys.exit(128 + signum)
 
     signal.signal(signal.SIGTERM, on_term)
+    if args.escape:
+        import subprocess
+
+        helper = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(3600)"],
+            start_new_session=True,  # like a daemonising data loader: a group kill of the job misses it
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        ledger(args.ledger, "escapee", job=job, launch=launch, escapee=helper.pid)
     ledger(
         args.ledger,
         "start",
@@ -172,6 +186,7 @@ def main() -> int:
         "done",
         job=job,
         launch=launch,
+        node_rank=env.get("DUETTO_NODE_RANK"),
         iterations=done,
         samples_per_iteration=samples // max(1, done - first),
     )
