@@ -24,6 +24,7 @@ from formulation.trace_bound import (
     _IntervalLP,
     interval_grid,
     lagrangian_value,
+    safe_lp_bound,
     srpt_completions,
     trace_jobs,
     trace_lower_bound,
@@ -179,3 +180,43 @@ def test_pairing_cuts_raise_the_bound_and_stay_below_every_policy() -> None:
     assert cut.total_jct > plain.total_jct * 1.01
     for policy in POLICIES:
         assert _total_jct(instance, policy) >= cut.total_jct, policy
+
+
+def test_safe_lp_bound_is_valid_at_any_duals() -> None:
+    import highspy
+    import scipy.sparse as sparse
+
+    rng = np.random.default_rng(4)
+    rows, cols = 12, 20
+    matrix = sparse.csc_matrix(rng.uniform(0, 1, size=(rows, cols)) * (rng.uniform(size=(rows, cols)) < 0.5))
+    cost = rng.uniform(-1, 1, size=cols)
+    lower, upper = np.zeros(cols), np.ones(cols)
+    row_lower = np.full(rows, -np.inf)
+    row_upper = np.asarray(matrix.sum(axis=1)).ravel() * 0.4
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = cols, rows
+    lp.col_cost_, lp.col_lower_, lp.col_upper_ = cost, lower, upper
+    lp.row_lower_ = np.full(rows, -highspy.kHighsInf)
+    lp.row_upper_ = row_upper
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = matrix.indptr, matrix.indices, matrix.data
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.passModel(lp)
+    h.run()
+    optimum = h.getInfo().objective_function_value
+    duals = np.asarray(h.getSolution().row_dual)
+    assert safe_lp_bound(cost, matrix, row_lower, row_upper, lower, upper, duals) == pytest.approx(optimum, abs=1e-7)
+    for _ in range(20):
+        other = duals + rng.normal(0, 0.3, size=rows)  # wrong signs included: they are zeroed
+        assert safe_lp_bound(cost, matrix, row_lower, row_upper, lower, upper, other) <= optimum + 1e-9
+
+
+def test_split_lp_lifts_the_bound_on_a_loaded_trace() -> None:
+    instance = load_trace("pollux", POLLUX, limit=120)
+    bound = trace_lower_bound(instance, time_limit=30, max_intervals=600)
+    assert bound.statuses["split_joint"] == "Optimal"
+    # sharing paid in completion time: above the interval LP, which lets every job share for free
+    assert bound.components["split_joint"] > bound.components["lagrangian"] * 1.01
+    assert bound.method == "split_joint" and bound.total_jct == bound.components["split_joint"]
+    assert all(_total_jct(instance, policy) >= bound.total_jct for policy in ("srsf", "sjf-bsbf", "tesserae-t"))
