@@ -220,3 +220,13 @@ def test_split_lp_lifts_the_bound_on_a_loaded_trace() -> None:
     assert bound.components["split_joint"] > bound.components["lagrangian"] * 1.01
     assert bound.method == "split_joint" and bound.total_jct == bound.components["split_joint"]
     assert all(_total_jct(instance, policy) >= bound.total_jct for policy in ("srsf", "sjf-bsbf", "tesserae-t"))
+
+
+@pytest.mark.parametrize("capacity", [2, 4])
+def test_bound_holds_for_muri_groups_on_a_muri_trace(capacity: int) -> None:
+    # per-stage ratios, groups of up to four jobs per GPU at C = 4
+    instance = load_trace("muri", shared_data_dir() / "muri" / "trace1.csv", limit=60)
+    instance = instance.replace(cluster=replace(instance.cluster, capacity=capacity))
+    bound = trace_lower_bound(instance, time_limit=10, max_intervals=400)
+    for policy in ("muri-s", "muri-l", "srsf", "sjf-bsbf"):
+        assert _total_jct(instance, policy, capacity=capacity) >= bound.total_jct, policy
