@@ -133,6 +133,11 @@ def submit(
             raise DuettoInputError("an empty list of job specs", source=str(path))
         for index, spec in enumerate(items):
             where = f"{path}, job {index + 1}" if isinstance(data, list) else str(path)
+            workdir = spec.get("workdir") if isinstance(spec, dict) else None
+            if isinstance(workdir, str) and workdir and "\0" not in workdir and not Path(workdir).is_absolute():
+                # relative to the job file, not to wherever the daemon happens to run (the daemon
+                # itself takes absolute paths only)
+                spec = {**spec, "workdir": str((path.parent / workdir).resolve())}
             # The spec's own fields are checked here, so that the error names its file; the daemon
             # checks the rest (profiles, fit, ids already submitted) for the whole list at once.
             parsed = job_spec_from_dict(spec, where)
@@ -140,9 +145,6 @@ def submit(
             if job_id in origin:
                 raise DuettoInputError(f"job '{job_id}' is also in {origin[job_id]}", source=where, field="id")
             origin[job_id] = where
-            if parsed.workdir is not None and not Path(parsed.workdir).is_absolute():
-                # relative to the job file, not to wherever the daemon happens to run
-                spec = {**spec, "workdir": str((path.parent / parsed.workdir).resolve())}
             specs.append(spec)
     answer = _call(_client(state, address, token_file).submit, specs)
     for item in answer["jobs"]:
