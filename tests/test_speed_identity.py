@@ -123,11 +123,9 @@ def _mutate(schedule: Schedule, instance: Instance, rng: np.random.Generator, co
             other = plans[int(rng.integers(len(plans)))]
             first = other.segments[0]
             if len(first.gpus) == len(seg.gpus) and other.job_id != plan.job_id:
-                plans[plans.index(other)] = JobPlan(
-                    other.job_id,
-                    (Segment(seg.start, seg.gpus, first.steps, first.end and seg.start + (first.end - first.start)), *other.segments[1:]),
-                    None,
-                )
+                end = first.end and seg.start + (first.end - first.start)
+                moved = Segment(seg.start, seg.gpus, first.steps, end)
+                plans[plans.index(other)] = JobPlan(other.job_id, (moved, *other.segments[1:]), None)
                 continue
         else:  # drop the job's plan
             plans.pop(which)
