@@ -17,9 +17,12 @@ from benchmarks.reference import lookahead_ref, validator_ref
 from formulation import validator
 from formulation.generator import generate_instance
 from formulation.instance import Instance
+from formulation.interference import HashedPairInterference
 from formulation.paths import shared_data_dir
 from formulation.schedule import JobPlan, Schedule, Segment
+from heuristics.placement import InstanceFacts
 from heuristics.simulator import SimulationResult, simulate
+from heuristics.tesserae import TesseraePolicy
 
 
 def _schedule(result: SimulationResult) -> dict[str, Any]:
@@ -180,3 +183,51 @@ def test_validator_identical_on_muri_trace_prefix() -> None:
     for policy, capacity in (("tiresias", 2), ("sjf-bsbf", 2), ("srsf", 4)):
         result = simulate(instance, policy, capacity=capacity, restart_cost=30.0, validate=False)
         assert _same_report(result.instance, result.schedule).ok
+
+
+# --- Tesserae's packing weights ----------------------------------------------------------------------------
+
+
+class _PerPairTesserae(TesseraePolicy):
+    """Tesserae-T with the packing weights looked up pair by pair (the code before issue 19)."""
+
+    def _weight_table(self, facts: InstanceFacts, placed: list[str], pending: list[str]) -> np.ndarray:
+        return np.array([[self._pair_weight(facts, a, b) for b in pending] for a in placed], dtype=float).reshape(
+            len(placed), len(pending)
+        )
+
+
+def test_hashed_ratios_batch_equals_one_by_one() -> None:
+    instance = generate_instance(400, 4, 8, 11)
+    model = instance.interference
+    assert isinstance(model, HashedPairInterference)
+    profiles = list(instance.profiles.values())
+    pairs = [(a, b) for a in profiles[:150] for b in profiles]  # 60,000 pairs, the diagonal included
+    assert model.ratios(pairs) == [model.ratio(a, b) for a, b in pairs]
+    other = HashedPairInterference(seed=5, low=1.2, high=3.7, decimals=4)
+    assert other.ratios(pairs) == [other.ratio(a, b) for a, b in pairs]
+    facts = InstanceFacts(instance)
+    names = [(a.name, b.name) for a, b in pairs[:5000]]
+    expected = [model.ratio(instance.profiles[a], instance.profiles[b]) for a, b in names]
+    assert facts.profile_ratios(names) == expected
+    assert facts.profile_ratios(names[::-1]) == expected[::-1]  # now from the cache
+
+
+@pytest.mark.parametrize(("jobs", "nodes", "seed", "arrivals"), [(300, 4, 0, "zero"), (200, 2, 1, "poisson")])
+def test_tesserae_identical_to_per_pair_weights(jobs: int, nodes: int, seed: int, arrivals: str) -> None:
+    instance = generate_instance(jobs, nodes, 8, seed, arrivals=arrivals)  # type: ignore[arg-type]
+    new_policy, old_policy = TesseraePolicy(), _PerPairTesserae()
+    new = simulate(instance, new_policy, validate=False)
+    old = simulate(instance, old_policy, validate=False)
+    assert _schedule(new) == _schedule(old)
+    assert new_policy.packed_pairs == old_policy.packed_pairs > 0
+
+
+def test_tesserae_identical_on_muri_trace_prefix() -> None:
+    """Stage-time interference (no batch look-up: the one-by-one fallback) on Muri's trace."""
+    instance = _muri_prefix(200)
+    new_policy, old_policy = TesseraePolicy(), _PerPairTesserae()
+    new = simulate(instance, new_policy, validate=False)
+    old = simulate(instance, old_policy, validate=False)
+    assert _schedule(new) == _schedule(old)
+    assert new_policy.packed_pairs == old_policy.packed_pairs > 0
