@@ -492,6 +492,7 @@ class _Sim:
         partners: list[tuple[float, str, list[int]]],
         limit: int | None = None,
         veto: bool = False,
+        need: int = 0,
     ) -> list[tuple[float, bool, str, list[int], int]]:
         """Algorithm 2 next to running jobs (the first ``limit`` of ``partners``): ``(pair JCT, share?, A,
         GPUs, steps)``, best pair JCT first.
@@ -500,7 +501,9 @@ class _Sim:
         overlapped JCT only grows with B's iteration time and the sequential one does not depend on the
         sub-batch, so the best is the *fastest* mode that fits (up to ties between modes of equal speed):
         this is :func:`heuristics.sjf_bsbf.best_sub_batch` without scoring every size. With ``veto`` only
-        the options Theorem 1 accepts are returned (the same list, filtered).
+        the options Theorem 1 accepts are returned (the same list, filtered); with ``veto`` and ``need``, an
+        empty list as soon as the accepted options cannot hold ``need`` GPUs any more (a gang that
+        :meth:`gang_from` could not complete: the caller rejects it either way).
         """
         # Same arithmetic as pair_verdict(x_a, 1.0, ξ_a, t_B, i_B, ξ_B, t_B,alone), inlined (the hot loop
         # of every rollout): identical floats, hence identical decisions.
@@ -511,9 +514,15 @@ class _Sim:
         gpu_memory = st.gpu_memory + _MEMORY_SLACK
         mem = self.mem
         result = []
-        for x_a, other, gpus in partners if limit is None else partners[:limit]:
+        scanned = partners if limit is None else partners[:limit]
+        # GPUs the accepted options could still hold (only tracked for a gang with ``veto``).
+        potential = sum([len(p[2]) for p in scanned]) if veto and need > 0 else 1 << 30
+        for x_a, other, gpus in scanned:
             xis = row[other] if other in row else pair(job_id, other)
             if xis is None:
+                potential -= len(gpus)
+                if potential < need:
+                    return []
                 continue
             xi_a, xi_b = xis
             used = mem[gpus[0]] if len(gpus) == 1 else max([mem[g] for g in gpus])
@@ -521,6 +530,9 @@ class _Sim:
                 if used + mode[0] <= gpu_memory:
                     break
             else:
+                potential -= len(gpus)
+                if potential < need:
+                    return []
                 continue
             steps, alone_b = mode[2], mode[3]
             shared_a = xi_a * x_a
@@ -534,6 +546,10 @@ class _Sim:
                 result.append((overlap, True, other, gpus, steps))
             elif not veto:
                 result.append((sequential, False, other, gpus, steps))
+            else:
+                potential -= len(gpus)
+                if potential < need:
+                    return []
         result.sort(key=_first_item)
         return result
 
@@ -651,7 +667,7 @@ class _Sim:
                     # (an exact shortcut: it would return None after scoring every partner).
                     if sum([len(p[2]) for p in (partners if scan is None else partners[:scan])]) + free < demand:
                         continue
-                    options = self.share_options(job_id, partners, scan, veto)
+                    options = self.share_options(job_id, partners, scan, veto, demand - free)
                     if sum([len(o[3]) for o in options]) + free < demand:
                         continue  # the same shortcut with the partners Theorem 1 accepts
                     placed = self.gang_from(job_id, demand, options)
