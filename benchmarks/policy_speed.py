@@ -183,7 +183,9 @@ def whole_trace(
                 row["validate_identical"] = (
                     old_report.completion == report.completion
                     and [str(v) for v in old_report.violations] == [str(v) for v in report.violations]
-                    and old_report.occupancy == report.occupancy
+                    # (two Occupancy classes: compare their fields)
+                    and [(o.gpu, o.start, o.end, o.jobs) for o in old_report.occupancy]
+                    == [(o.gpu, o.start, o.end, o.jobs) for o in report.occupancy]
                 )
         rows.append(row)
         print(
