@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from formulation.errors import DuettoInputError
+from formulation.instance import Instance
 from formulation.paths import shared_data_dir
 from formulation.traces import load_trace
 from heuristics.core import Start
@@ -15,7 +16,7 @@ from heuristics.registry import make_policy
 from heuristics.simulator import simulate
 
 
-def _trace(jobs: int):  # type: ignore[no-untyped-def]
+def _trace(jobs: int) -> Instance:
     path = shared_data_dir() / "muri" / "trace3.csv"
     if not path.exists():
         pytest.skip(f"Muri trace not found at {path}")
