@@ -235,6 +235,7 @@ class _Sim:
         "released",
         "run",
         "seq",
+        "singles",
         "st",
         "steps",
         "t",
@@ -250,6 +251,7 @@ class _Sim:
         self.free_by_node: list[list[int]] = []
         self.free_count = 0
         self.nsingle = 0  # GPUs holding exactly one job
+        self.singles: set[int] = set()  # those GPUs
         self._partners: list[tuple[float, str, list[int]]] | None = None
         self.run: dict[str, _Record] = {}
         self.steps: dict[str, int] = {}
@@ -270,6 +272,7 @@ class _Sim:
         other.free_by_node = [list(f) for f in self.free_by_node]
         other.free_count = self.free_count
         other.nsingle = self.nsingle
+        other.singles = set(self.singles)
         other._partners = None
         other.run = {j: list(r) for j, r in self.run.items()}
         other.steps = dict(self.steps)
@@ -318,7 +321,7 @@ class _Sim:
         if not self.nsingle:
             return result
         occ = self.occ
-        for gpu in [g for g, jobs in enumerate(occ) if len(jobs) == 1]:
+        for gpu in sorted(self.singles):
             job_id = occ[gpu][0]
             gpus = result.get(job_id)
             if gpus is None:
@@ -383,8 +386,10 @@ class _Sim:
                 self.free_by_node[gpu // gpn].remove(gpu)
                 self.free_count -= 1
                 self.nsingle += 1
+                self.singles.add(gpu)
             elif before == 1:
                 self.nsingle -= 1
+                self.singles.discard(gpu)
             touched.update(jobs)
             jobs.append(job_id)
             self.mem[gpu] += own
@@ -443,12 +448,14 @@ class _Sim:
                     touched.update(jobs)
                     if left == 1:
                         self.nsingle += 1
+                        self.singles.add(gpu)
                 else:
                     self.mem[gpu] = 0.0
                     self.released[gpu] = now
                     bisect.insort(self.free_by_node[gpu // gpn], gpu)
                     self.free_count += 1
                     self.nsingle -= 1
+                    self.singles.discard(gpu)
         for other in sorted(touched):
             if other in run:
                 self._rerate(other, slot)
@@ -638,8 +645,12 @@ class _Sim:
             return
         started: list[str] = []
         partners: list[tuple[float, str, list[int]]] | None = None
+        partner_gpus = 0  # GPUs of the scanned partners
         demand_of = st.demand
-        for job_id in self.pending:
+        # free + single never grows during a step (a start alone turns idle GPUs into single ones, a
+        # shared start uses single ones), so a job too large now stays too large: skip those up front.
+        room = free + single
+        for job_id in [j for j in self.pending if demand_of[j] <= room]:
             if free + single == 0:
                 break
             demand = demand_of[job_id]
@@ -657,6 +668,7 @@ class _Sim:
                 tries -= 1
                 if partners is None:
                     partners = self.partner_list()
+                    partner_gpus = sum([len(p[2]) for p in (partners if scan is None else partners[:scan])])
                 if demand == 1:
                     best = self.best_share(job_id, partners, scan, veto)
                     if best is None:
@@ -665,7 +677,7 @@ class _Sim:
                 else:
                     # gang_from cannot complete the gang from fewer partner + idle GPUs than it needs
                     # (an exact shortcut: it would return None after scoring every partner).
-                    if sum([len(p[2]) for p in (partners if scan is None else partners[:scan])]) + free < demand:
+                    if partner_gpus + free < demand:
                         continue
                     options = self.share_options(job_id, partners, scan, veto, demand - free)
                     if sum([len(o[3]) for o in options]) + free < demand:
@@ -728,8 +740,8 @@ class _Sim:
                 done = begin + st.iterations[job_id] * st.alone[job_id]
                 total += done
                 del free_at[:demand]
-                for _ in range(demand):
-                    bisect.insort(free_at, done)
+                at = bisect.bisect_right(free_at, done)  # what ``demand`` insorts of ``done`` give, at once
+                free_at[at:at] = [done] * demand
         return total + (tail * sum(free_at) if tail else 0.0)
 
 
@@ -910,7 +922,8 @@ class LookaheadPolicy:
                 -1,
             ]
             sim.steps[job.job_id] = job.steps
-        sim.nsingle = sum(1 for jobs in sim.occ if len(jobs) == 1)
+        sim.singles = {gpu for gpu, jobs in enumerate(sim.occ) if len(jobs) == 1}
+        sim.nsingle = len(sim.singles)
         for job in running:
             sim._rerate(job.job_id, view.slot)
         for job_id in pending:
