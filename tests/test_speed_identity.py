@@ -14,6 +14,7 @@ import pytest
 
 import heuristics.lookahead as lookahead
 from benchmarks.reference import lookahead_ref, validator_ref
+from benchmarks.reference.tesserae_ref import PerPairTesserae
 from formulation import validator
 from formulation.generator import generate_instance
 from formulation.instance import Instance
@@ -188,15 +189,6 @@ def test_validator_identical_on_muri_trace_prefix() -> None:
 # --- Tesserae's packing weights ----------------------------------------------------------------------------
 
 
-class _PerPairTesserae(TesseraePolicy):
-    """Tesserae-T with the packing weights looked up pair by pair (the code before issue 19)."""
-
-    def _weight_table(self, facts: InstanceFacts, placed: list[str], pending: list[str]) -> np.ndarray:
-        return np.array([[self._pair_weight(facts, a, b) for b in pending] for a in placed], dtype=float).reshape(
-            len(placed), len(pending)
-        )
-
-
 def test_hashed_ratios_batch_equals_one_by_one() -> None:
     instance = generate_instance(400, 4, 8, 11)
     model = instance.interference
@@ -216,7 +208,7 @@ def test_hashed_ratios_batch_equals_one_by_one() -> None:
 @pytest.mark.parametrize(("jobs", "nodes", "seed", "arrivals"), [(300, 4, 0, "zero"), (200, 2, 1, "poisson")])
 def test_tesserae_identical_to_per_pair_weights(jobs: int, nodes: int, seed: int, arrivals: str) -> None:
     instance = generate_instance(jobs, nodes, 8, seed, arrivals=arrivals)  # type: ignore[arg-type]
-    new_policy, old_policy = TesseraePolicy(), _PerPairTesserae()
+    new_policy, old_policy = TesseraePolicy(), PerPairTesserae()
     new = simulate(instance, new_policy, validate=False)
     old = simulate(instance, old_policy, validate=False)
     assert _schedule(new) == _schedule(old)
@@ -226,7 +218,7 @@ def test_tesserae_identical_to_per_pair_weights(jobs: int, nodes: int, seed: int
 def test_tesserae_identical_on_muri_trace_prefix() -> None:
     """Stage-time interference (no batch look-up: the one-by-one fallback) on Muri's trace."""
     instance = _muri_prefix(200)
-    new_policy, old_policy = TesseraePolicy(), _PerPairTesserae()
+    new_policy, old_policy = TesseraePolicy(), PerPairTesserae()
     new = simulate(instance, new_policy, validate=False)
     old = simulate(instance, old_policy, validate=False)
     assert _schedule(new) == _schedule(old)
