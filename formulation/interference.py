@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal, Protocol
 
-import numpy as np
-
 from formulation.errors import DuettoInputError
 from formulation.speed import Profile
 
@@ -116,21 +114,6 @@ class HashedPairInterference:
         digest = hashlib.blake2b(f"{self.seed}|{victim.name}|{other.name}".encode(), digest_size=8).digest()
         fraction = int.from_bytes(digest, "big") / 2.0**64
         return round(self.low + fraction * (self.high - self.low), self.decimals)
-
-    def ratios(self, pairs: Sequence[tuple[Profile, Profile]]) -> list[float | None]:
-        """:meth:`ratio` of many ``(victim, other)`` pairs: the same values, without a Python call per pair
-        (the hashes in one comprehension, the arithmetic vectorised; ``round`` stays Python's, which
-        rounds the exact binary value)."""
-        if not pairs:
-            return []
-        blake2b = hashlib.blake2b
-        seed = self.seed
-        joined = b"".join([blake2b(f"{seed}|{v.name}|{o.name}".encode(), digest_size=8).digest() for v, o in pairs])
-        # uint64 -> float64 rounds to nearest like int -> float; the rest is the same IEEE arithmetic.
-        fraction = np.frombuffer(joined, dtype=">u8").astype(np.float64) / 2.0**64
-        values = (self.low + fraction * (self.high - self.low)).tolist()
-        decimals, low = self.decimals, self.low
-        return [low if v.name == o.name else round(x, decimals) for (v, o), x in zip(pairs, values, strict=True)]
 
 
 @dataclass(frozen=True, slots=True)

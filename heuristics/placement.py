@@ -110,7 +110,7 @@ class InstanceFacts:
     def profile_ratios(self, pairs: Sequence[tuple[str, str]]) -> list[float | None]:
         """ξ_{victim|other} for many ``(victim profile, other profile)`` pairs at once (same values and
         cache as :meth:`ratio`); the pairs not cached yet go to the interference model's batch look-up
-        ``ratios`` when it has one (one call instead of one per pair)."""
+        ``ratios(pairs of Profile)`` when it has one, else one ``ratio`` call each."""
         cache = self._ratio
         missing = [key for key in pairs if key not in cache]  # a pair listed twice is computed twice: harmless
         if missing:
