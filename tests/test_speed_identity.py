@@ -18,6 +18,7 @@ from benchmarks.reference.tesserae_ref import PerPairTesserae
 from formulation import validator
 from formulation.generator import generate_instance
 from formulation.instance import Instance
+from formulation.interference import TableInterference
 from formulation.paths import shared_data_dir
 from formulation.schedule import JobPlan, Schedule, Segment
 from heuristics.placement import InstanceFacts
@@ -216,3 +217,22 @@ def test_tesserae_identical_on_muri_trace_prefix() -> None:
     old = simulate(instance, old_policy, validate=False)
     assert _schedule(new) == _schedule(old)
     assert new_policy.packed_pairs == old_policy.packed_pairs > 0
+
+
+def test_validator_identical_with_forbidden_pairs() -> None:
+    """Shared schedules validated against an instance where every pair is forbidden (``pair`` rule, ξ of a
+    forbidden pair counted as 1 in the progress) and where only some are (a table)."""
+    instance = generate_instance(30, 2, 4, 21, arrivals="poisson")
+    result = simulate(instance, "sjf-bsbf", validate=False)
+    forbidden = instance.replace(interference=TableInterference({}, default=None))
+    report = _same_report(forbidden, result.schedule)
+    assert any(v.rule == "pair" for v in report.violations)
+    names = sorted(instance.profiles)
+    table = {
+        (a, b): (None if (i + j) % 3 == 0 else 1.0 + 0.1 * ((i * j) % 7))
+        for i, a in enumerate(names)
+        for j, b in enumerate(names)
+    }
+    partial = instance.replace(interference=TableInterference(table, default=1.5))
+    _same_report(partial, result.schedule)
+    _same_report(partial, result.schedule, slotted=True, slot=60.0)
