@@ -394,8 +394,26 @@ class _Sim:
             jobs.append(job_id)
             self.mem[gpu] += own
         self._partners = None
-        self.run[job_id] = [tuple(gpus), st.titer(job_id, steps, gpus), progress, self.t, 0.0, -1]
+        record = [tuple(gpus), st.titer(job_id, steps, gpus), progress, self.t, 0.0, -1]
+        self.run[job_id] = record
         self.steps[job_id] = steps
+        if not touched:
+            # Alone on idle GPUs: what _rerate computes with ξ = 1 (same expressions).
+            rate = 1.0 / (record[1] * 1.0)
+            if rate == 0.0:  # as _rerate: an unchanged rate (the record starts at 0) schedules nothing
+                return
+            record[4] = rate
+            iterations = st.iterations[job_id]
+            remaining = iterations - progress
+            if slot is None:
+                done = self.t + max(0.0, remaining) / rate
+            else:
+                slots = max(1, math.ceil((remaining - REL_TOL * iterations) / (rate * slot)))
+                done = (round(self.t / slot) + slots) * slot
+            self.seq += 1
+            record[5] = self.seq
+            heapq.heappush(self.heap, (done, self.seq, job_id, self.seq))
+            return
         touched.add(job_id)
         for other in sorted(touched):
             self._rerate(other, slot)
