@@ -394,7 +394,7 @@ class _Sim:
             jobs.append(job_id)
             self.mem[gpu] += own
         self._partners = None
-        record = [tuple(gpus), st.titer(job_id, steps, gpus), progress, self.t, 0.0, -1]
+        record: _Record = [tuple(gpus), st.titer(job_id, steps, gpus), progress, self.t, 0.0, -1]
         self.run[job_id] = record
         self.steps[job_id] = steps
         if not touched:
