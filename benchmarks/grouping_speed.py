@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.reference.tesserae_ref import PerPairWeights
 from formulation.cluster import Cluster
 from formulation.generator import generate_instance
 from formulation.instance import Instance, Job
@@ -162,9 +163,16 @@ class _TimedTesserae(TesseraePolicy):
         return target
 
 
-def tesserae_round(instance: Instance, rounds: int = 3, round_length: float = 360.0) -> dict[str, Any]:
-    """Run ``rounds`` Tesserae-T rounds on ``instance`` (every job submitted at 0); time each plan."""
-    policy = _TimedTesserae(round_length=round_length)
+class _TimedPerPairTesserae(PerPairWeights, _TimedTesserae):
+    """The same, with the packing weights looked up pair by pair (the code before issue 19)."""
+
+
+def tesserae_round(
+    instance: Instance, rounds: int = 3, round_length: float = 360.0, reference: bool = False
+) -> dict[str, Any]:
+    """Run ``rounds`` Tesserae-T rounds on ``instance`` (every job submitted at 0); time each plan.
+    ``reference``: with the pre-issue-19 per-pair packing weights."""
+    policy = (_TimedPerPairTesserae if reference else _TimedTesserae)(round_length=round_length)
     state = ClusterState(instance)
     for job in instance.jobs:
         state.submit(job.id, 0.0)
@@ -191,11 +199,19 @@ def tesserae_round(instance: Instance, rounds: int = 3, round_length: float = 36
     }
 
 
-def tesserae_part() -> dict[str, Any]:
-    return {
+def tesserae_part(reference: bool = False) -> dict[str, Any]:
+    out = {
         "gavel ee9e8c padded to 2048": tesserae_round(_gavel_2048()),
         "synthetic 2048 distinct profiles": tesserae_round(generate_instance(2048, 32, 8, 0)),
     }
+    if reference:  # the same rounds with the per-pair weights, right after, in this process
+        out["gavel ee9e8c padded to 2048, per-pair weights (before issue 19)"] = tesserae_round(
+            _gavel_2048(), reference=True
+        )
+        out["synthetic 2048 distinct profiles, per-pair weights (before issue 19)"] = tesserae_round(
+            generate_instance(2048, 32, 8, 0), reference=True
+        )
+    return out
 
 
 # --- 3. whole trace2 ---------------------------------------------------------------------------------------
@@ -261,6 +277,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--policies", default="muri-s,muri-l,tesserae-t")
     parser.add_argument("--validate", action="store_true", help="also validate the trace2 schedules (timed separately)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of lines")
+    parser.add_argument(
+        "--reference", action="store_true", help="also time Tesserae with the pre-issue-19 per-pair packing weights"
+    )
     args = parser.parse_args(argv)
     report: dict[str, Any] = {}
 
@@ -278,7 +297,7 @@ def main(argv: list[str] | None = None) -> None:
         for label, values in report["muri_grouping"].items():
             show("muri_grouping", label, values)
     if args.part in ("all", "tesserae"):
-        report["tesserae_round"] = tesserae_part()
+        report["tesserae_round"] = tesserae_part(args.reference)
         for label, values in report["tesserae_round"].items():
             show("tesserae_round", label, values)
     if args.part in ("all", "trace"):

@@ -17,7 +17,9 @@ and Algorithm 2 run); plus *snapshots*: 20 decision points with 90-110 pending j
 timed 20 times on fresh policy objects (cold: the queue is built from the view every time).
 
 Part ``trace``: wall and CPU time of ``simulate`` on the whole trace per policy (simulation only; with
-``--validate`` also the validator's time). On a shared machine the CPU time is the meaningful one.
+``--validate`` also the validator's time; with ``--reference`` also the frozen pre-issue-19 look-ahead and
+validator, for the speed-up measured in the same session and a check that the results are identical).
+On a shared machine the CPU time is the meaningful one.
 """
 
 from __future__ import annotations
@@ -115,8 +117,28 @@ def decision_times(policy: str = "sjf-bsbf", pending: int = 100) -> dict[str, fl
     }
 
 
-def whole_trace(policies: Sequence[str], trace: str, kind: str, validate: bool) -> list[dict[str, Any]]:
-    """Simulate every policy on a whole trace; wall time, events, preemptions, average JCT."""
+def _reference_policy(name: str) -> Policy | None:
+    """The frozen pre-issue-19 implementation of ``name`` (``benchmarks/reference``), if there is one."""
+    if name == "sjf-bsbf-lookahead":
+        from benchmarks.reference.lookahead_ref import LookaheadPolicy
+
+        return LookaheadPolicy()
+    return None
+
+
+def whole_trace(
+    policies: Sequence[str],
+    trace: str,
+    kind: str,
+    validate: bool,
+    reference: bool = False,
+    capacity: int | None = None,
+) -> list[dict[str, Any]]:
+    """Simulate every policy on a whole trace; wall time, events, preemptions, average JCT.
+
+    With ``reference``, the frozen pre-issue-19 code (``benchmarks/reference``: the look-ahead policy and,
+    with ``validate``, the validator) runs on the same input right after the current code, in the same
+    process: its times (``ref_*``), the ratio, and whether the results are identical."""
     from formulation.traces import load_trace
     from formulation.validator import validate as run_validator
 
@@ -124,7 +146,7 @@ def whole_trace(policies: Sequence[str], trace: str, kind: str, validate: bool) 
     rows = []
     for name in policies:
         start, cpu = time.perf_counter(), time.process_time()
-        result = simulate(instance, name, validate=False)
+        result = simulate(instance, name, validate=False, capacity=capacity)
         row: dict[str, Any] = {
             "policy": name,
             "jobs": len(instance.jobs),
@@ -136,11 +158,35 @@ def whole_trace(policies: Sequence[str], trace: str, kind: str, validate: bool) 
             "preemptions": result.stats.preemptions,
             "avg_jct_h": result.avg_jct / 3600,
         }
+        old_policy = _reference_policy(name) if reference else None
+        if old_policy is not None:
+            start, cpu = time.perf_counter(), time.process_time()
+            old = simulate(instance, old_policy, validate=False, capacity=capacity)
+            row["ref_simulate_s"] = time.perf_counter() - start
+            row["ref_simulate_cpu_s"] = time.process_time() - cpu
+            row["simulate_cpu_speedup"] = row["ref_simulate_cpu_s"] / row["simulate_cpu_s"]
+            row["identical"] = old.completion == result.completion and old.schedule.plans == result.schedule.plans
         if validate:
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             report = run_validator(result.instance, result.schedule)
             row["validate_s"] = time.perf_counter() - start
+            row["validate_cpu_s"] = time.process_time() - cpu
             row["valid"] = report.ok
+            if reference:
+                from benchmarks.reference.validator_ref import validate as reference_validator
+
+                start, cpu = time.perf_counter(), time.process_time()
+                old_report = reference_validator(result.instance, result.schedule)
+                row["ref_validate_s"] = time.perf_counter() - start
+                row["ref_validate_cpu_s"] = time.process_time() - cpu
+                row["validate_cpu_speedup"] = row["ref_validate_cpu_s"] / max(row["validate_cpu_s"], 1e-9)
+                row["validate_identical"] = (
+                    old_report.completion == report.completion
+                    and [str(v) for v in old_report.violations] == [str(v) for v in report.violations]
+                    # (two Occupancy classes: compare their fields)
+                    and [(o.gpu, o.start, o.end, o.jobs) for o in old_report.occupancy]
+                    == [(o.gpu, o.start, o.end, o.jobs) for o in report.occupancy]
+                )
         rows.append(row)
         print(
             "  " + "  ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True
@@ -157,6 +203,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--trace", default=str(shared_data_dir() / "muri" / "trace2.csv"))
     parser.add_argument("--kind", default="muri")
     parser.add_argument("--validate", action="store_true", help="also time the validator on each schedule")
+    parser.add_argument(
+        "--reference",
+        action="store_true",
+        help="also run the frozen pre-issue-19 code (look-ahead, validator) and report the speed-up",
+    )
+    parser.add_argument("--capacity", type=int, default=None, help="jobs per GPU (default: the trace's)")
     args = parser.parse_args(argv)
     if args.part in ("decision", "all"):
         print("SJF-BSBF decision time, 64 GPUs (8 nodes x 8), about 100 pending jobs:")
@@ -165,7 +217,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.part in ("trace", "all"):
         names = args.policies.split(",") if args.policies else policy_names()
         print(f"Whole trace {args.trace}:")
-        whole_trace(names, args.trace, args.kind, args.validate)
+        whole_trace(names, args.trace, args.kind, args.validate, args.reference, args.capacity)
 
 
 if __name__ == "__main__":

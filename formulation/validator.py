@@ -14,8 +14,9 @@ progress reaches ``I_j``, holding its GPUs until then.
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from formulation.errors import DuettoInputError
@@ -271,7 +272,17 @@ def validate(
 
 
 def _sweep_progress(sweep: _Sweep, plans: dict[str, JobPlan]) -> tuple[dict[str, float], list[Occupancy]]:
-    """Recompute progress and completions; check capacity, memory and pairs on every interval."""
+    """Recompute progress and completions; check capacity, memory and pairs on every interval.
+
+    Event-based: between events only the jobs whose GPUs changed are re-rated and re-checked, and a GPU's
+    occupancy interval is extended until its job set changes. Every float is computed by the same
+    expression, in the same order, as the interval-by-interval sweep this replaced (kept in
+    ``benchmarks/reference/validator_ref.py``; ``tests/test_speed_identity.py`` checks that both give the
+    same violations, completions and occupancy): a rate is a pure function of the job's segment and its
+    GPU partners (so recomputing it only when they change gives the same value), progress still grows by
+    ``rate · span`` on every interval, and a GPU whose job set did not change produces only violations
+    already reported (deduplicated by GPU and job set).
+    """
     instance, slot = sweep.instance, sweep.slot
     cluster = instance.cluster
     overhead = sweep.schedule.restart_overhead
@@ -282,6 +293,20 @@ def _sweep_progress(sweep: _Sweep, plans: dict[str, JobPlan]) -> tuple[dict[str,
     progress = {job_id: 0.0 for job_id in plans}
     completion: dict[str, float] = {}
     occupancy: list[Occupancy] = []
+    job_index = instance.job_index
+    iterations = {job_id: job_index[job_id].iterations for job_id in plans}
+    profile_of = {job_id: job_index[job_id].profile for job_id in plans}
+    profiles = instance.profiles
+    interference = instance.interference
+    ratios: dict[tuple[str, str], float | None] = {}  # by profile pair (Instance.ratio's own argument)
+
+    def ratio_of(victim: str, other: str) -> float | None:
+        key = (profile_of[victim], profile_of[other])
+        try:
+            return ratios[key]
+        except KeyError:
+            value = ratios[key] = interference.ratio(profiles[key[0]], profiles[key[1]])
+            return value
 
     # Every segment, by start time; segments become active when ``now`` reaches their start.
     queue = sorted(
@@ -306,77 +331,162 @@ def _sweep_progress(sweep: _Sweep, plans: dict[str, JobPlan]) -> tuple[dict[str,
     active: dict[str, tuple[int, Segment]] = {}
     now = events[0] if events else 0.0
 
+    # Incremental state. ``order`` numbers jobs as they enter ``active`` (a dict keeps insertion order; a
+    # segment replacing a running one keeps its place), so each GPU's list is in ``active`` order, as the
+    # sweep that rebuilt ``on_gpu`` from ``active`` every interval had it.
+    order: dict[str, int] = {}
+    counter = 0
+    on_gpu: dict[int, list[str]] = {}
+    ends: list[tuple[float, int, str, int]] = []  # (segment end, tie-break, job, segment index)
+    t_iter: dict[str, float] = {}
+    rates: dict[str, float] = {}
+    dirty: set[str] = set()  # jobs to re-rate
+    restoring: set[str] = set()  # jobs inside a restart overhead
+    changed: set[int] = set()  # GPUs whose job set changed since the last checked interval
+    open_since: dict[int, tuple[float, tuple[str, ...]]] = {}  # GPU -> (start, jobs) of its open interval
+
+    def leave(job_id: str) -> None:
+        _, segment = active.pop(job_id)
+        for gpu in segment.gpus:
+            jobs = on_gpu[gpu]
+            jobs.remove(job_id)
+            dirty.update(jobs)
+            changed.add(gpu)
+        rates.pop(job_id, None)
+        restoring.discard(job_id)
+
+    def join(job_id: str, index: int, segment: Segment) -> None:
+        nonlocal counter
+        if job_id in active:  # a following segment that starts (within TIME_TOL) before this one ends
+            rank = order[job_id]
+            _, old = active[job_id]
+            for gpu in old.gpus:
+                jobs = on_gpu[gpu]
+                jobs.remove(job_id)
+                dirty.update(jobs)
+                changed.add(gpu)
+            restoring.discard(job_id)
+        else:
+            counter += 1
+            rank = order[job_id] = counter
+        active[job_id] = (index, segment)
+        for gpu in segment.gpus:
+            jobs = on_gpu.setdefault(gpu, [])
+            position = len(jobs)
+            while position > 0 and order[jobs[position - 1]] > rank:
+                position -= 1
+            jobs.insert(position, job_id)
+            dirty.update(jobs)
+            changed.add(gpu)
+        t_iter[job_id] = instance.iteration_time(job_index[job_id], segment.steps, cluster.nodes_spanned(segment.gpus))
+        if index > 0 and overhead > 0:
+            restoring.add(job_id)
+        if segment.end is not None:
+            heapq.heappush(ends, (segment.end, counter, job_id, index))
+
     while True:
         # Segments that ended by now leave; segments that start by now join (jobs already done do not).
-        for job_id in [j for j, (_, seg) in active.items() if seg.end is not None and seg.end <= now + 1e-12]:
-            del active[job_id]
+        while ends and ends[0][0] <= now + 1e-12:
+            _, _, job_id, index = heapq.heappop(ends)
+            current = active.get(job_id)
+            if current is not None and current[0] == index:
+                leave(job_id)
         while queue_pos < len(queue) and queue[queue_pos][0] <= now + 1e-12:
             _, job_id, index = queue[queue_pos]
             queue_pos += 1
             segment = plans[job_id].segments[index]
             if job_id in completion or (segment.end is not None and segment.end <= now + 1e-12):
                 continue
-            active[job_id] = (index, segment)
+            join(job_id, index, segment)
         while event_pos < len(events) and events[event_pos] <= now + 1e-12:
             event_pos += 1
         next_fixed = events[event_pos] if event_pos < len(events) else math.inf
+
+        # Occupancy: a GPU's interval closes when its job set changes.
+        check: list[tuple[int, int, int]] = []
+        for gpu in changed:
+            jobs = on_gpu.get(gpu)
+            current_jobs = tuple(sorted(jobs)) if jobs else ()
+            opened = open_since.get(gpu)
+            if opened is not None and opened[1] != current_jobs:
+                if opened[0] <= now:
+                    occupancy.append(Occupancy(gpu, opened[0], now, opened[1]))
+                del open_since[gpu]
+                opened = None
+            if opened is None and current_jobs:
+                open_since[gpu] = (now, current_jobs)
+            if jobs:
+                first = jobs[0]
+                check.append((order[first], active[first][1].gpus.index(gpu), gpu))
+        changed.clear()
+
         if not active:
             if next_fixed == math.inf:
                 break
             now = next_fixed
             continue
 
-        on_gpu: dict[int, list[str]] = defaultdict(list)
-        for job_id, (_, segment) in active.items():
-            for gpu in segment.gpus:
-                on_gpu[gpu].append(job_id)
-        _check_interval(sweep, active, on_gpu, now)
+        # Same GPU order as the sweep that built ``on_gpu`` by walking ``active`` and each job's GPUs.
+        check.sort()
+        for _, _, gpu in check:
+            _check_gpu(sweep, active, gpu, on_gpu[gpu], now, ratio_of)
 
-        rates: dict[str, float] = {}
-        for job_id, (index, segment) in active.items():
+        for job_id in restoring:
+            dirty.add(job_id)
+        for job_id in dirty:
+            entry = active.get(job_id)
+            if entry is None:
+                continue
+            index, segment = entry
             if index > 0 and now < segment.start + overhead - 1e-12:
                 rates[job_id] = 0.0  # restoring a checkpoint: GPUs held, no progress
                 continue
-            job = instance.job_index[job_id]
-            t_iter = instance.iteration_time(job, segment.steps, cluster.nodes_spanned(segment.gpus))
+            restoring.discard(job_id)
             xi = 1.0
             for gpu in segment.gpus:
                 for other in on_gpu[gpu]:
                     if other != job_id:
-                        ratio = instance.ratio(job_id, other)
+                        ratio = ratio_of(job_id, other)
                         xi = max(xi, ratio if ratio is not None else 1.0)
-            rates[job_id] = 1.0 / (t_iter * xi)
+            rates[job_id] = 1.0 / (t_iter[job_id] * xi)
+        dirty.clear()
 
-        # Earliest completion among active jobs at these rates.
+        # Earliest completion among active jobs at these rates (walked in ``active`` order).
         next_done = math.inf
         finishing: dict[str, float] = {}
-        for job_id, rate in rates.items():
+        for job_id in active:
+            rate = rates[job_id]
             if rate <= 0:
                 continue
-            iterations = instance.job_index[job_id].iterations
-            remaining = iterations - progress[job_id]
+            total = iterations[job_id]
+            remaining = total - progress[job_id]
             if slot is None:
                 done_at = now + max(0.0, remaining) / rate
             else:
                 per_slot = rate * slot
-                slots_needed = max(1, math.ceil((remaining - REL_TOL * iterations) / per_slot))
+                slots_needed = max(1, math.ceil((remaining - REL_TOL * total) / per_slot))
                 done_at = now + slots_needed * slot
             finishing[job_id] = done_at
-            next_done = min(next_done, done_at)
+            if done_at < next_done:
+                next_done = done_at
         next_time = min(next_fixed, next_done)
         if next_time == math.inf:
             break  # active jobs without progress and nothing else to come: they never complete
         span = next_time - now
-        for job_id, rate in rates.items():
-            progress[job_id] += rate * span
-        for gpu, jobs in on_gpu.items():
-            occupancy.append(Occupancy(gpu, now, next_time, tuple(sorted(jobs))))
+        for job_id in active:
+            progress[job_id] += rates[job_id] * span
+        limit = next_time + 1e-9 * max(1.0, next_time)
         for job_id, done_at in finishing.items():
-            if done_at <= next_time + 1e-9 * max(1.0, next_time):
+            if done_at <= limit:
                 completion[job_id] = next_time
-                progress[job_id] = instance.job_index[job_id].iterations
-                del active[job_id]
+                progress[job_id] = iterations[job_id]
+                leave(job_id)
         now = next_time
+
+    # Intervals still open were swept up to ``now`` (the sweep stops before [now, ∞)).
+    for gpu, (since, jobs_there) in open_since.items():
+        if since < now:
+            occupancy.append(Occupancy(gpu, since, now, jobs_there))
 
     for job_id, plan in plans.items():
         if job_id in completion:
@@ -398,47 +508,50 @@ def _sweep_progress(sweep: _Sweep, plans: dict[str, JobPlan]) -> tuple[dict[str,
     return completion, _merge_occupancy(occupancy)
 
 
-def _check_interval(
-    sweep: _Sweep, active: dict[str, tuple[int, Segment]], on_gpu: dict[int, list[str]], now: float
+def _check_gpu(
+    sweep: _Sweep,
+    active: dict[str, tuple[int, Segment]],
+    gpu: int,
+    jobs: list[str],
+    now: float,
+    ratio_of: Callable[[str, str], float | None],
 ) -> None:
+    """Capacity, memory and pair rules on one GPU holding ``jobs`` (in ``active`` order) from ``now``."""
     instance = sweep.instance
     cluster = instance.cluster
-    for gpu, jobs in on_gpu.items():
-        if len(jobs) > cluster.capacity:
+    if len(jobs) > cluster.capacity:
+        sweep.report(
+            "capacity",
+            f"{len(jobs)} jobs ({', '.join(sorted(jobs))}) on one GPU; capacity is {cluster.capacity}",
+            key=(gpu, tuple(sorted(jobs))),
+            gpu=gpu,
+            time=now,
+        )
+    if len(jobs) > 1:
+        memory = 0.0
+        for job_id in jobs:
+            job = instance.job_index[job_id]
+            segment = active[job_id][1]
+            memory += instance.profiles[job.profile].memory_gib(job.batch_size // segment.steps)
+        if memory > cluster.gpu_memory_gib + 1e-9:
             sweep.report(
-                "capacity",
-                f"{len(jobs)} jobs ({', '.join(sorted(jobs))}) on one GPU; capacity is {cluster.capacity}",
+                "memory",
+                f"jobs {', '.join(sorted(jobs))} need {memory:.3f} GiB together; the GPU has "
+                f"{cluster.gpu_memory_gib:g} GiB",
                 key=(gpu, tuple(sorted(jobs))),
                 gpu=gpu,
                 time=now,
             )
-        if len(jobs) > 1:
-            memory = 0.0
-            for job_id in jobs:
-                job = instance.job_index[job_id]
-                segment = active[job_id][1]
-                memory += instance.profiles[job.profile].memory_gib(job.batch_size // segment.steps)
-            if memory > cluster.gpu_memory_gib + 1e-9:
-                sweep.report(
-                    "memory",
-                    f"jobs {', '.join(sorted(jobs))} need {memory:.3f} GiB together; the GPU has "
-                    f"{cluster.gpu_memory_gib:g} GiB",
-                    key=(gpu, tuple(sorted(jobs))),
-                    gpu=gpu,
-                    time=now,
-                )
-            for victim in jobs:
-                for other in jobs:
-                    if victim < other and (
-                        instance.ratio(victim, other) is None or instance.ratio(other, victim) is None
-                    ):
-                        sweep.report(
-                            "pair",
-                            f"jobs {victim} and {other} may not share a GPU (the interference model forbids it)",
-                            key=(gpu, victim, other),
-                            gpu=gpu,
-                            time=now,
-                        )
+        for victim in jobs:
+            for other in jobs:
+                if victim < other and (ratio_of(victim, other) is None or ratio_of(other, victim) is None):
+                    sweep.report(
+                        "pair",
+                        f"jobs {victim} and {other} may not share a GPU (the interference model forbids it)",
+                        key=(gpu, victim, other),
+                        gpu=gpu,
+                        time=now,
+                    )
 
 
 def _merge_occupancy(intervals: list[Occupancy]) -> list[Occupancy]:

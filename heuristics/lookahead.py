@@ -64,6 +64,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -87,6 +88,7 @@ ORDERS: tuple[str, ...] = ("sjf", "area")
 #: A running job in the model: ``[gpus, t_iter, progress, time_at, rate, version]`` (progress in iterations
 #: at ``time_at``, rate in iterations per second, version of its current completion entry in the heap).
 _Record = list[Any]
+_first_item = operator.itemgetter(0)
 
 
 class _Static:
@@ -112,15 +114,56 @@ class _Static:
         self.alone: dict[str, float] = {}  # fastest alone iteration time on the fewest nodes
         self._titer: dict[tuple[str, int, int], float] = {}
         self._memory: dict[tuple[str, int], float] = {}
-        self._ratio: dict[tuple[str, str], float | None] = {}
+        self._ratio: dict[str, dict[str, float | None]] = {}  # victim -> other -> ξ_{victim|other}
+        # Per new job B: partner A -> (ξ_{A|B}, ξ_{B|A}), or None when the pair may not share.
+        self._pairs: dict[str, dict[str, tuple[float, float] | None]] = {}
+        # Per new job B: ((memory, iteration time, steps, t_B·i_B), ...) fastest mode first, and
+        # 0.5·t_B,alone·i_B (the hot loop's constants of Theorem 1, same arithmetic as pair_verdict).
+        self._verdict: dict[str, tuple[tuple[tuple[float, float, int, float], ...], float, float]] = {}
+
+    def pair_row(self, job_id: str) -> dict[str, tuple[float, float] | None]:
+        """Job ``job_id``'s cached ``(ξ_{A|B}, ξ_{B|A})`` per partner ``A`` (filled by :meth:`pair`)."""
+        row = self._pairs.get(job_id)
+        if row is None:
+            row = self._pairs[job_id] = {}
+        return row
+
+    def pair(self, job_id: str, other: str) -> tuple[float, float] | None:
+        """``(ξ_{other|job}, ξ_{job|other})``, or ``None`` when either is ``None`` (cached)."""
+        row = self.pair_row(job_id)
+        try:
+            return row[other]
+        except KeyError:
+            xi_a = self.ratio(other, job_id)
+            xi_b = self.ratio(job_id, other) if xi_a is not None else None
+            value = row[other] = (xi_a, xi_b) if xi_a is not None and xi_b is not None else None
+            return value
+
+    def verdict_constants(self, job_id: str) -> tuple[tuple[tuple[float, float, int, float], ...], float, float]:
+        """``(modes, half_sequential, i_B)`` of new job ``job_id`` for :meth:`_Sim.share_options`."""
+        value = self._verdict.get(job_id)
+        if value is None:
+            options = self.options[job_id]
+            i_b = self.iterations[job_id]
+            modes = tuple((o.memory_gib, o.iteration_time, o.steps, o.iteration_time * i_b) for o in options)
+            value = self._verdict[job_id] = (modes, 0.5 * options[0].iteration_time * i_b, i_b)
+        return value
 
     def ratio(self, victim: str, other: str) -> float | None:
         """ξ_{victim|other} (``None``: may not share), cached by job pair (the hot loops' look-up)."""
+        row = self.ratio_row(victim)
         try:
-            return self._ratio[(victim, other)]
+            return row[other]
         except KeyError:
-            value = self._ratio[(victim, other)] = self.facts.ratio(victim, other)
+            value = row[other] = self.facts.ratio(victim, other)
             return value
+
+    def ratio_row(self, victim: str) -> dict[str, float | None]:
+        """``victim``'s cached ξ_{victim|other} per ``other`` (filled by :meth:`ratio`)."""
+        row = self._ratio.get(victim)
+        if row is None:
+            row = self._ratio[victim] = {}
+        return row
 
     def job(self, job_id: str) -> None:
         """Cache ``job_id``'s facts (idempotent)."""
@@ -192,6 +235,7 @@ class _Sim:
         "released",
         "run",
         "seq",
+        "singles",
         "st",
         "steps",
         "t",
@@ -207,6 +251,7 @@ class _Sim:
         self.free_by_node: list[list[int]] = []
         self.free_count = 0
         self.nsingle = 0  # GPUs holding exactly one job
+        self.singles: set[int] = set()  # those GPUs
         self._partners: list[tuple[float, str, list[int]]] | None = None
         self.run: dict[str, _Record] = {}
         self.steps: dict[str, int] = {}
@@ -227,6 +272,7 @@ class _Sim:
         other.free_by_node = [list(f) for f in self.free_by_node]
         other.free_count = self.free_count
         other.nsingle = self.nsingle
+        other.singles = set(self.singles)
         other._partners = None
         other.run = {j: list(r) for j, r in self.run.items()}
         other.steps = dict(self.steps)
@@ -272,9 +318,16 @@ class _Sim:
     def single_occupied(self) -> dict[str, list[int]]:
         """Running job → GPUs on which it is the only job."""
         result: dict[str, list[int]] = {}
-        for gpu, jobs in enumerate(self.occ):
-            if len(jobs) == 1:
-                result.setdefault(jobs[0], []).append(gpu)
+        if not self.nsingle:
+            return result
+        occ = self.occ
+        for gpu in sorted(self.singles):
+            job_id = occ[gpu][0]
+            gpus = result.get(job_id)
+            if gpus is None:
+                result[job_id] = [gpu]
+            else:
+                gpus.append(gpu)
         return result
 
     def budget(self, gpus: Sequence[int]) -> float:
@@ -288,16 +341,21 @@ class _Sim:
 
     def _rerate(self, job_id: str, slot: float | None) -> None:
         record = self.run[job_id]
-        self._advance(record, self.t)
+        now = self.t
+        if now > record[3]:  # _advance, inlined
+            record[2] += record[4] * (now - record[3])
+            record[3] = now
         xi = 1.0
-        ratio = self.st.ratio
         occ = self.occ
+        row: dict[str, float | None] | None = None
         for gpu in record[0]:
             jobs = occ[gpu]
             if len(jobs) > 1:
+                if row is None:
+                    row = self.st.ratio_row(job_id)
                 for other in jobs:
                     if other != job_id:
-                        r = ratio(job_id, other)
+                        r = row[other] if other in row else self.st.ratio(job_id, other)
                         if r is not None and r > xi:
                             xi = r
         rate = 1.0 / (record[1] * xi)
@@ -328,14 +386,34 @@ class _Sim:
                 self.free_by_node[gpu // gpn].remove(gpu)
                 self.free_count -= 1
                 self.nsingle += 1
+                self.singles.add(gpu)
             elif before == 1:
                 self.nsingle -= 1
+                self.singles.discard(gpu)
             touched.update(jobs)
             jobs.append(job_id)
             self.mem[gpu] += own
         self._partners = None
-        self.run[job_id] = [tuple(gpus), st.titer(job_id, steps, gpus), progress, self.t, 0.0, -1]
+        record: _Record = [tuple(gpus), st.titer(job_id, steps, gpus), progress, self.t, 0.0, -1]
+        self.run[job_id] = record
         self.steps[job_id] = steps
+        if not touched:
+            # Alone on idle GPUs: what _rerate computes with ξ = 1 (same expressions).
+            rate = 1.0 / (record[1] * 1.0)
+            if rate == 0.0:  # as _rerate: an unchanged rate (the record starts at 0) schedules nothing
+                return
+            record[4] = rate
+            iterations = st.iterations[job_id]
+            remaining = iterations - progress
+            if slot is None:
+                done = self.t + max(0.0, remaining) / rate
+            else:
+                slots = max(1, math.ceil((remaining - REL_TOL * iterations) / (rate * slot)))
+                done = (round(self.t / slot) + slots) * slot
+            self.seq += 1
+            record[5] = self.seq
+            heapq.heappush(self.heap, (done, self.seq, job_id, self.seq))
+            return
         touched.add(job_id)
         for other in sorted(touched):
             self._rerate(other, slot)
@@ -388,12 +466,14 @@ class _Sim:
                     touched.update(jobs)
                     if left == 1:
                         self.nsingle += 1
+                        self.singles.add(gpu)
                 else:
                     self.mem[gpu] = 0.0
                     self.released[gpu] = now
                     bisect.insort(self.free_by_node[gpu // gpn], gpu)
                     self.free_count += 1
                     self.nsingle -= 1
+                    self.singles.discard(gpu)
         for other in sorted(touched):
             if other in run:
                 self._rerate(other, slot)
@@ -432,7 +512,12 @@ class _Sim:
         return out
 
     def share_options(
-        self, job_id: str, partners: list[tuple[float, str, list[int]]], limit: int | None = None
+        self,
+        job_id: str,
+        partners: list[tuple[float, str, list[int]]],
+        limit: int | None = None,
+        veto: bool = False,
+        need: int = 0,
     ) -> list[tuple[float, bool, str, list[int], int]]:
         """Algorithm 2 next to running jobs (the first ``limit`` of ``partners``): ``(pair JCT, share?, A,
         GPUs, steps)``, best pair JCT first.
@@ -440,34 +525,103 @@ class _Sim:
         Algorithm 2 scores every sub-batch that fits next to A with Theorem 1 and keeps the best. The pair's
         overlapped JCT only grows with B's iteration time and the sequential one does not depend on the
         sub-batch, so the best is the *fastest* mode that fits (up to ties between modes of equal speed):
-        this is :func:`heuristics.sjf_bsbf.best_sub_batch` without scoring every size.
+        this is :func:`heuristics.sjf_bsbf.best_sub_batch` without scoring every size. With ``veto`` only
+        the options Theorem 1 accepts are returned (the same list, filtered); with ``veto`` and ``need``, an
+        empty list as soon as the accepted options cannot hold ``need`` GPUs any more (a gang that
+        :meth:`gang_from` could not complete: the caller rejects it either way).
         """
+        # Same arithmetic as pair_verdict(x_a, 1.0, ξ_a, t_B, i_B, ξ_B, t_B,alone), inlined (the hot loop
+        # of every rollout): identical floats, hence identical decisions.
         st = self.st
-        ratio = st.ratio
-        options = st.options[job_id]
-        i_b = st.iterations[job_id]
-        t_b_alone = options[0].iteration_time
+        modes, half_sequential, _ = st.verdict_constants(job_id)
+        row = st.pair_row(job_id)
+        pair = st.pair
         gpu_memory = st.gpu_memory + _MEMORY_SLACK
         mem = self.mem
         result = []
+        scanned = partners if limit is None else partners[:limit]
+        # GPUs the accepted options could still hold (only tracked for a gang with ``veto``).
+        potential = sum([len(p[2]) for p in scanned]) if veto and need > 0 else 1 << 30
+        for x_a, other, gpus in scanned:
+            xis = row[other] if other in row else pair(job_id, other)
+            if xis is None:
+                potential -= len(gpus)
+                if potential < need:
+                    return []
+                continue
+            xi_a, xi_b = xis
+            used = mem[gpus[0]] if len(gpus) == 1 else max([mem[g] for g in gpus])
+            for mode in modes:  # fastest first
+                if used + mode[0] <= gpu_memory:
+                    break
+            else:
+                potential -= len(gpus)
+                if potential < need:
+                    return []
+                continue
+            steps, alone_b = mode[2], mode[3]
+            shared_a = xi_a * x_a
+            shared_b = xi_b * alone_b
+            if shared_a <= shared_b:
+                overlap = shared_a + 0.5 * (alone_b - shared_a / xi_b)
+            else:
+                overlap = shared_b + 0.5 * (x_a - shared_b / xi_a)
+            sequential = x_a + half_sequential
+            if overlap < sequential:
+                result.append((overlap, True, other, gpus, steps))
+            elif not veto:
+                result.append((sequential, False, other, gpus, steps))
+            else:
+                potential -= len(gpus)
+                if potential < need:
+                    return []
+        result.sort(key=_first_item)
+        return result
+
+    def best_share(
+        self, job_id: str, partners: list[tuple[float, str, list[int]]], limit: int | None, veto: bool
+    ) -> tuple[int, int] | None:
+        """A one-GPU job's share placement as ``gang_from(share_options(...))`` gives it (filtered by
+        Theorem 1's verdict when ``veto``): the first option of least pair JCT, as ``(GPU, steps)``.
+
+        One pass, no list or sort: a stable sort's first element is the earliest minimum."""
+        st = self.st
+        modes, half_sequential, _ = st.verdict_constants(job_id)
+        row = st.pair_row(job_id)
+        pair = st.pair
+        gpu_memory = st.gpu_memory + _MEMORY_SLACK
+        mem = self.mem
+        best = math.inf
+        found: tuple[int, int] | None = None
         for x_a, other, gpus in partners if limit is None else partners[:limit]:
-            xi_a = ratio(other, job_id)
-            if xi_a is None:
+            xis = row[other] if other in row else pair(job_id, other)
+            if xis is None:
                 continue
-            xi_b = ratio(job_id, other)
-            if xi_b is None:
-                continue
-            used = max(mem[g] for g in gpus)
-            for option in options:  # fastest first
-                if used + option.memory_gib <= gpu_memory:
+            xi_a, xi_b = xis
+            used = mem[gpus[0]] if len(gpus) == 1 else max([mem[g] for g in gpus])
+            for mode in modes:  # fastest first
+                if used + mode[0] <= gpu_memory:
                     break
             else:
                 continue
-            # A's remaining alone time x_a stands for t_A·i_A (one "iteration" of length x_a)
-            share, pair_jct = pair_verdict(x_a, 1.0, xi_a, option.iteration_time, i_b, xi_b, t_b_alone)
-            result.append((pair_jct, share, other, gpus, option.steps))
-        result.sort(key=lambda c: c[0])
-        return result
+            steps, alone_b = mode[2], mode[3]
+            shared_a = xi_a * x_a
+            shared_b = xi_b * alone_b
+            if shared_a <= shared_b:
+                overlap = shared_a + 0.5 * (alone_b - shared_a / xi_b)
+            else:
+                overlap = shared_b + 0.5 * (x_a - shared_b / xi_a)
+            sequential = x_a + half_sequential
+            if overlap < sequential:
+                value = overlap
+            elif veto:
+                continue
+            else:
+                value = sequential
+            if found is None or value < best:
+                best = value
+                found = (gpus[0], steps)
+        return found
 
     def gang_from(
         self, job_id: str, demand: int, options: list[tuple[float, bool, str, list[int], int]]
@@ -509,8 +663,12 @@ class _Sim:
             return
         started: list[str] = []
         partners: list[tuple[float, str, list[int]]] | None = None
+        partner_gpus = 0  # GPUs of the scanned partners
         demand_of = st.demand
-        for job_id in self.pending:
+        # free + single never grows during a step (a start alone turns idle GPUs into single ones, a
+        # shared start uses single ones), so a job too large now stays too large: skip those up front.
+        room = free + single
+        for job_id in [j for j in self.pending if demand_of[j] <= room]:
             if free + single == 0:
                 break
             demand = demand_of[job_id]
@@ -528,13 +686,24 @@ class _Sim:
                 tries -= 1
                 if partners is None:
                     partners = self.partner_list()
-                options = self.share_options(job_id, partners, scan)
-                if veto:
-                    options = [o for o in options if o[1]]
-                placed = self.gang_from(job_id, demand, options) if options else None
-                if placed is None:
-                    continue
-                gpus, steps = placed
+                    partner_gpus = sum([len(p[2]) for p in (partners if scan is None else partners[:scan])])
+                if demand == 1:
+                    best = self.best_share(job_id, partners, scan, veto)
+                    if best is None:
+                        continue
+                    gpus, steps = [best[0]], best[1]
+                else:
+                    # gang_from cannot complete the gang from fewer partner + idle GPUs than it needs
+                    # (an exact shortcut: it would return None after scoring every partner).
+                    if partner_gpus + free < demand:
+                        continue
+                    options = self.share_options(job_id, partners, scan, veto, demand - free)
+                    if sum([len(o[3]) for o in options]) + free < demand:
+                        continue  # the same shortcut with the partners Theorem 1 accepts
+                    placed = self.gang_from(job_id, demand, options)
+                    if placed is None:
+                        continue
+                    gpus, steps = placed
             self.start(job_id, gpus, steps, slot)
             started.append(job_id)
             partners = None
@@ -589,8 +758,8 @@ class _Sim:
                 done = begin + st.iterations[job_id] * st.alone[job_id]
                 total += done
                 del free_at[:demand]
-                for _ in range(demand):
-                    bisect.insort(free_at, done)
+                at = bisect.bisect_right(free_at, done)  # what ``demand`` insorts of ``done`` give, at once
+                free_at[at:at] = [done] * demand
         return total + (tail * sum(free_at) if tail else 0.0)
 
 
@@ -771,7 +940,8 @@ class LookaheadPolicy:
                 -1,
             ]
             sim.steps[job.job_id] = job.steps
-        sim.nsingle = sum(1 for jobs in sim.occ if len(jobs) == 1)
+        sim.singles = {gpu for gpu, jobs in enumerate(sim.occ) if len(jobs) == 1}
+        sim.nsingle = len(sim.singles)
         for job in running:
             sim._rerate(job.job_id, view.slot)
         for job_id in pending:

@@ -547,15 +547,54 @@ class LASOrdering(LasQueues, Ordering):
         return self._next_queue_change(view)
 
 
+class AttainedOrdering(Ordering):
+    """Least total attained GPU-seconds first, no queues (Muri's simulator's Muri-L order, issue 19).
+
+    Key ``(attained GPU-seconds, running first, arrival)``. A pending job's attained service does not
+    change while it waits, so the pending queue's keys stay valid; running jobs are ranked afresh at
+    every plan.
+    """
+
+    def __init__(self) -> None:
+        self.queue = None
+        self.facts: InstanceFacts | None = None
+
+    @staticmethod
+    def _key(facts: InstanceFacts, view: ClusterView, job_id: str) -> Key:
+        return (view.attained_service.get(job_id, 0.0), 1, facts.job(job_id).arrival)  # 1: pending loses ties
+
+    def bind(self, facts: InstanceFacts) -> None:
+        self.facts = facts
+        self.queue = PendingQueue(facts, self._key)
+
+    def sync(self, view: ClusterView) -> PendingQueue:
+        queue, facts = self.queue, self.facts
+        assert queue is not None and facts is not None
+        _resync(queue, view, lambda job_id: queue.add(job_id, self._key(facts, view, job_id)))
+        return queue
+
+    def running_keys(self, view: ClusterView) -> list[tuple[Key, int, str]]:
+        facts = self.facts
+        assert facts is not None
+        attained = view.attained_service
+        return [((attained.get(job_id, 0.0), 0, facts.job(job_id).arrival), 0, job_id) for job_id in view.running]
+
+
+PRIORITIES: tuple[str, ...] = ("srsf", "las", "attained")
+
+
 def make_ordering(
     priority: str, thresholds: Sequence[float] = DEFAULT_THRESHOLDS, promote_knob: float = DEFAULT_PROMOTE_KNOB
 ) -> Ordering:
-    """``"srsf"`` or ``"las"`` (Tiresias' discretised 2D-LAS)."""
+    """``"srsf"``, ``"las"`` (Tiresias' discretised 2D-LAS) or ``"attained"`` (least total attained
+    GPU-seconds first, Muri's simulator's Muri-L)."""
     if priority == "srsf":
         return SRSFOrdering()
     if priority == "las":
         return LASOrdering(thresholds, promote_knob)
-    raise DuettoInputError(f"unknown priority '{priority}'; known: srsf, las", field="priority")
+    if priority == "attained":
+        return AttainedOrdering()
+    raise DuettoInputError(f"unknown priority '{priority}'; known: {', '.join(PRIORITIES)}", field="priority")
 
 
 def merged_order(queue: PendingQueue, running: list[tuple[Key, int, str]]) -> Iterable[tuple[str, bool]]:
@@ -599,12 +638,22 @@ class RoundBasedPolicy:
     preemptive = True
     name = "round-based"
 
-    def __init__(self, *, round_length: float, ordering: Ordering, fill_between_rounds: bool, placement: str) -> None:
+    def __init__(
+        self,
+        *,
+        round_length: float,
+        ordering: Ordering,
+        fill_between_rounds: bool,
+        placement: str,
+        replan_on_events: bool = False,
+    ) -> None:
         if not (math.isfinite(round_length) and round_length > 0):
             raise DuettoInputError(f"must be > 0, got {round_length!r}", field="round_length")
         self.round_length: float | None = float(round_length)
         self.ordering = ordering
         self.fill_between_rounds = bool(fill_between_rounds)
+        # Muri's simulator replans at every arrival and completion, not only at round ticks.
+        self.replan_on_events = bool(replan_on_events)
         self.placement = check_placement(placement)
         self.reset()
 
@@ -647,7 +696,7 @@ class RoundBasedPolicy:
         if events:
             self._dirty = True
         actions: list[Action] = []
-        if self._is_round_tick(view):
+        if self._is_round_tick(view) or (events and self.replan_on_events):
             if self._dirty or view.time >= self._next_change * (1 - 1e-12):
                 self.ordering.sync(view)
                 actions = self._apply_target(view, self.plan(view, facts))
@@ -740,6 +789,10 @@ def _empty_scratch(view: ClusterView, facts: InstanceFacts) -> Scratch:
 # --- Muri-S / Muri-L --------------------------------------------------------------------------------------
 
 
+#: ``MuriPolicy(semantics=...)``: duetto's round semantics, or the policy side of Muri's own simulator.
+SEMANTICS: tuple[str, ...] = ("duetto", "muri")
+
+
 class MuriPolicy(RoundBasedPolicy):
     """Muri-S (SRSF) or Muri-L (2D-LAS): multi-round Blossom grouping of up to ``C`` jobs per GPU set.
 
@@ -761,6 +814,12 @@ class MuriPolicy(RoundBasedPolicy):
         Muri-L's queue limits (GPU-seconds) and starvation promotion (as :mod:`heuristics.tiresias`).
     resolution
         Quantisation step of ``γ`` for the integer matching weights.
+    semantics
+        ``"duetto"`` (default): as above. ``"muri"``: the policy side of Muri's own simulator — replan at
+        every arrival and completion (besides the round ticks), and Muri-L ranks by total attained
+        GPU-seconds (:class:`AttainedOrdering`) instead of 2D-LAS queues. The progress side of Muri's
+        simulator (group period stretch, restart overheads at events) is not modelled:
+        ``docs/policies-muri-tesserae.md``.
     """
 
     def __init__(
@@ -775,7 +834,10 @@ class MuriPolicy(RoundBasedPolicy):
         las_thresholds: Sequence[float] = DEFAULT_THRESHOLDS,
         promote_knob: float = DEFAULT_PROMOTE_KNOB,
         resolution: float = DEFAULT_RESOLUTION,
+        semantics: Literal["duetto", "muri"] = "duetto",
     ) -> None:
+        if semantics not in SEMANTICS:
+            raise DuettoInputError(f"unknown semantics '{semantics}'; known: {', '.join(SEMANTICS)}", field="semantics")
         if not isinstance(max_group_size, int) or max_group_size < 1:
             raise DuettoInputError(f"must be an integer >= 1, got {max_group_size!r}", field="max_group_size")
         if matching not in ("auto", "classes", "blossom"):
@@ -785,11 +847,16 @@ class MuriPolicy(RoundBasedPolicy):
         self.matching: MatchingMethod = matching
         self.resolution = resolution
         self.cache = GroupingCache()
+        self.semantics = semantics
+        muri = semantics == "muri"
         super().__init__(
             round_length=round_length,
-            ordering=make_ordering(priority, las_thresholds, promote_knob),
+            ordering=make_ordering(
+                "attained" if muri and priority == "las" else priority, las_thresholds, promote_knob
+            ),
             fill_between_rounds=fill_between_rounds,
             placement=placement,
+            replan_on_events=muri,
         )
         base = "muri-s" if priority == "srsf" else "muri-l"
         self.name = base if placement == "consolidated" else f"{base}+{placement}"
@@ -964,6 +1031,9 @@ register_policy(
 __all__ = [
     "DEFAULT_MAX_GROUP_SIZE",
     "DEFAULT_ROUND_LENGTH",
+    "PRIORITIES",
+    "SEMANTICS",
+    "AttainedOrdering",
     "GroupingCache",
     "GroupingItem",
     "GroupingStats",

@@ -107,6 +107,21 @@ class InstanceFacts:
             self._ratio[key] = value
             return value
 
+    def profile_ratios(self, pairs: Sequence[tuple[str, str]]) -> list[float | None]:
+        """ξ_{victim|other} for many ``(victim profile, other profile)`` pairs at once (same values and
+        cache as :meth:`ratio`); the pairs not cached yet go to the interference model's batch look-up
+        ``ratios(pairs of Profile)`` when it has one, else one ``ratio`` call each."""
+        cache = self._ratio
+        missing = [key for key in pairs if key not in cache]  # a pair listed twice is computed twice: harmless
+        if missing:
+            profiles = self.instance.profiles
+            model = self.instance.interference
+            batch = getattr(model, "ratios", None)
+            objects = [(profiles[v], profiles[o]) for v, o in missing]
+            values = batch(objects) if batch is not None else [model.ratio(v, o) for v, o in objects]
+            cache.update(zip(missing, values, strict=True))
+        return [cache[key] for key in pairs]
+
     def can_pair(self, a: str, b: str) -> bool:
         return self.ratio(a, b) is not None and self.ratio(b, a) is not None
 

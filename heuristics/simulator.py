@@ -56,6 +56,9 @@ class SimulationResult:
         Number of event times the loop was stepped at.
     wall_seconds
         Wall time of the simulation proper (without validation).
+    validation_seconds, metrics_seconds
+        Wall time of the validator and of :func:`formulation.metrics.compute_metrics` (``None`` when not
+        run), reported apart from the simulation's.
     report, metrics
         The validator's report and :func:`formulation.metrics.compute_metrics` when ``validate=True``.
     mismatches
@@ -72,6 +75,8 @@ class SimulationResult:
     report: Any = None
     metrics: dict[str, Any] | None = None
     mismatches: dict[str, tuple[float, float]] = field(default_factory=dict)
+    validation_seconds: float | None = None
+    metrics_seconds: float | None = None
 
     @property
     def avg_jct(self) -> float:
@@ -316,10 +321,14 @@ def simulate(
         from formulation.metrics import compute_metrics
         from formulation.validator import validate as run_validator
 
+        clock = _time.perf_counter()
         report = run_validator(sim_instance, schedule)
+        result.validation_seconds = _time.perf_counter() - clock
         result.report = report
         if metrics:
+            clock = _time.perf_counter()
             result.metrics = compute_metrics(sim_instance, report)
+            result.metrics_seconds = _time.perf_counter() - clock
         for job_id, mine in result.completion.items():
             theirs = report.completion.get(job_id)
             if theirs is None or abs(theirs - mine) > 1e-6 * max(1.0, abs(theirs)):

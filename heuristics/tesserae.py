@@ -280,6 +280,7 @@ class TesseraePolicy(RoundBasedPolicy):
         self.packed_pairs = 0
         self.migration_cost = 0.0
         self._weights: dict[tuple[str, str], float] = {}
+        self._weight_rows: dict[str, dict[str, float]] = {}  # placed profile -> pending profile -> weight
         self._job_facts: dict[str, tuple[int, str, int]] = {}
         self._classes: dict[str, tuple[str, int]] | None = None
 
@@ -311,6 +312,29 @@ class TesseraePolicy(RoundBasedPolicy):
             value = combined if combined is not None and combined > 1.0 + self.min_gain else 0.0
             self._weights[key] = value
         return value
+
+    def _weight_table(self, facts: InstanceFacts, placed: list[str], pending: list[str]) -> np.ndarray:
+        """:meth:`_pair_weight` of every (placed, pending) pair as a matrix; the profile pairs not cached
+        yet are looked up in one batch (:meth:`InstanceFacts.profile_ratios`): with thousands of distinct
+        profiles the first round needs ~10^5 new pairs."""
+        rows = [self._facts_of(facts, a)[1] for a in placed]
+        cols = [self._facts_of(facts, b)[1] for b in pending]
+        unique_cols = list(dict.fromkeys(cols))
+        cache = self._weight_rows
+        need: list[tuple[str, str]] = []
+        for pa in dict.fromkeys(rows):
+            row = cache.get(pa)
+            if row is None:
+                row = cache[pa] = {}
+            need.extend([(pa, pb) for pb in unique_cols if pb not in row])
+        if need:
+            forward = facts.profile_ratios(need)
+            backward = facts.profile_ratios([(pb, pa) for pa, pb in need])
+            threshold = 1.0 + self.min_gain
+            for (pa, pb), xi_ab, xi_ba in zip(need, forward, backward, strict=True):
+                combined = combined_throughput(xi_ab, xi_ba)
+                cache[pa][pb] = combined if combined is not None and combined > threshold else 0.0
+        return np.array([[cache[pa][pb] for pb in cols] for pa in rows], dtype=float).reshape(len(rows), len(cols))
 
     def plan(self, view: ClusterView, facts: InstanceFacts) -> dict[str, tuple[tuple[int, ...], int]]:
         queue = self.ordering.queue
@@ -385,15 +409,17 @@ class TesseraePolicy(RoundBasedPolicy):
             representative: dict[int, str] = {}
             for job_id, key in zip([*rows, *candidates], [*row_keys, *classes], strict=True):
                 representative.setdefault(kinds[key], job_id)
+            # Kind-pair table, vectorised: weight > 0 and the representatives' memory fits.
+            row_list = sorted(set(row_kind.tolist()))
+            col_list = sorted(set(col_kind.tolist()))
+            rep_a = [representative[ra] for ra in row_list]
+            rep_b = [representative[cb] for cb in col_list]
+            mem_a = np.array([facts.memory(a, target[a][1] if a in target else facts.fastest_steps(a)) for a in rep_a])
+            mem_b = np.array([facts.memory(b, facts.fastest_steps(b)) for b in rep_b])
+            pair_w = self._weight_table(facts, rep_a, rep_b)
+            fits = (pair_w > 0) & (mem_a[:, None] + mem_b[None, :] <= memory_limit)
             table = np.zeros((len(kinds), len(kinds)))
-            for ra in set(row_kind.tolist()):
-                a = representative[ra]
-                mem_a = facts.memory(a, target[a][1] if a in target else facts.fastest_steps(a))
-                for cb in set(col_kind.tolist()):
-                    b = representative[cb]
-                    w = self._pair_weight(facts, a, b)
-                    if w > 0 and mem_a + facts.memory(b, facts.fastest_steps(b)) <= memory_limit:
-                        table[ra, cb] = w
+            table[np.ix_(row_list, col_list)] = np.where(fits, pair_w, 0.0)
             weights = table[np.ix_(row_kind, col_kind)]
             matched = max_weight_bipartite(weights)
             # Within a class, hand the chosen slots to its highest-priority members (same weights).

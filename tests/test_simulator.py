@@ -292,6 +292,9 @@ def test_cli_simulate_writes_a_valid_schedule(cli: typer.Typer, tmp_path: Path) 
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["valid"] is True and summary["metrics"]["completed"] == 25
+    # Issue 19: simulation, validation and metrics timed apart.
+    for key in ("simulation_seconds", "validation_seconds", "metrics_seconds"):
+        assert isinstance(summary[key], float) and summary[key] > 0, key
     report = validate(instance, load_schedule(out))
     assert report.ok
     assert report.total_jct(instance) / 25 == pytest.approx(summary["metrics"]["jct_avg"])

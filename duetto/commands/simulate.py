@@ -139,6 +139,8 @@ def register(app: typer.Typer) -> None:
             "preemptions": result.stats.preemptions,
             "migrations": result.stats.migrations,
             "simulation_seconds": result.wall_seconds,
+            "validation_seconds": result.validation_seconds,
+            "metrics_seconds": result.metrics_seconds,
             "schedule": str(output) if output is not None else None,
             "metrics": metrics,
         }
@@ -157,6 +159,8 @@ def register(app: typer.Typer) -> None:
                     table.add_row(label, _format(metrics[key], unit))
             table.add_row("preemptions", str(result.stats.preemptions))
             table.add_row("simulation time", f"{result.wall_seconds:.2f} s")
+            if result.validation_seconds is not None:
+                table.add_row("validation time", f"{result.validation_seconds:.2f} s")
             console.print(table)
             if output is not None:
                 console.print(f"wrote {output}")
