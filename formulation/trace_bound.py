@@ -58,6 +58,8 @@ LAGRANGIAN_SHARE = 0.3
 #: Most (job, interval) cells of the split LP with separate time caps on the first grid (dual
 #: simplex: 4 s at 330,000 cells); beyond, it gets a coarser grid.
 SPLIT_CELLS = 1_000_000
+#: Share of the time left that the interval LP and its cuts get on a split LP's own, coarser grid.
+COARSE_CUT_SHARE = 0.25
 #: Cells per second of time left for the split LP with joint time caps (interior point: about 40 s
 #: at 210,000 cells on one core).
 JOINT_CELLS_PER_SECOND = 4_000
@@ -487,6 +489,63 @@ def _separate(jobs: TraceJobs, data: _IntervalData, shares: np.ndarray, highspy:
     return np.array(intervals, dtype=int), np.vstack(coefs)
 
 
+@dataclass
+class _Priced:
+    """What :func:`_cut_and_price` leaves: the best certified value, its prices, the rows, the status."""
+
+    value: float
+    prices: np.ndarray
+    rows: CapacityRows
+    status: str
+    rounds: int
+    lp_value: float | None  # the last optimal LP's objective as HiGHS reports it (plus Σ p/2)
+
+
+def _cut_and_price(
+    jobs: TraceJobs,
+    data: _IntervalData,
+    deadline: float,
+    threads: int,
+    pairing_cuts: bool,
+    say: Callable[[str], None],
+) -> _Priced:
+    """The interval LP on ``data`` with pairing cuts added while violated, until ``deadline``; the
+    Lagrangian certificate at every round's prices, the best kept."""
+    rows = CapacityRows.area_rows(jobs, len(data.length))
+    prices = np.zeros(len(rows))
+    best = lagrangian_value(jobs, data, prices, rows)[0]
+    result = _Priced(best, prices, rows, "skipped", 0, None)
+    if deadline - time.monotonic() <= 0.5:
+        return result
+    model = _IntervalLP(jobs, data, threads)
+    result.rows = model.rows
+    evaluation_time = 0.0
+    while True:
+        # keep time for one more evaluation of the Lagrangian after the solve
+        result.status = model.solve(max(0.05, deadline - time.monotonic() - evaluation_time))
+        found = model.prices()
+        if found is not None:
+            tick = time.monotonic()
+            value = lagrangian_value(jobs, data, found, model.rows)[0]
+            evaluation_time = time.monotonic() - tick
+            if value > result.value:
+                result.value, result.prices = value, found
+        if not model.optimal:
+            break
+        result.lp_value = model.objective() + float(jobs.duration.sum()) / 2
+        if not pairing_cuts or not jobs.class_pairs or time.monotonic() + 2 * evaluation_time >= deadline:
+            break
+        interval, coef = _separate(jobs, data, model.shares(), model.hs)
+        if len(interval) == 0:
+            break
+        result.rounds += 1
+        say(f"pairing cuts, round {result.rounds}: {len(interval)} intervals")
+        model.add_cuts(interval, coef)
+    if len(result.prices) < len(model.rows):
+        result.prices = np.concatenate([result.prices, np.zeros(len(model.rows) - len(result.prices))])
+    return result
+
+
 def _subgradient(
     jobs: TraceJobs,
     data: _IntervalData,
@@ -813,46 +872,15 @@ def trace_lower_bound(
         cap = min(20_000, max(2_000, INTERVALS_PER_JOB * n), max(50, MAX_CELLS // n))
     grid = interval_grid(jobs, cap)
     data = _interval_data(jobs, grid)
-    rows = CapacityRows.area_rows(jobs, len(data.length))
-    prices = np.zeros(len(rows))
-    best = lagrangian_value(jobs, data, prices, rows)[0]
-    status = "skipped"
-    rounds = 0
-    left = deadline - time.monotonic()
-    if left > 0.5:
-        say(f"interval LP: {n} jobs x {data.num_intervals} intervals")
-        model = _IntervalLP(jobs, data, threads)
-        rows = model.rows
-        evaluation_time = 0.0
-        while True:
-            # keep time for one more evaluation of the Lagrangian after the solve
-            status = model.solve(max(0.05, deadline - time.monotonic() - evaluation_time))
-            found = model.prices()
-            if found is not None:
-                tick = time.monotonic()
-                value = lagrangian_value(jobs, data, found, rows)[0]
-                evaluation_time = time.monotonic() - tick
-                if value > best:
-                    best, prices = value, found
-            if not model.optimal:
-                break
-            components["lp"] = model.objective() + float(jobs.duration.sum()) / 2 - arrivals
-            if not pairing_cuts or not jobs.class_pairs or time.monotonic() + 2 * evaluation_time >= deadline:
-                break
-            interval, coef = _separate(jobs, data, model.shares(), model.hs)
-            if len(interval) == 0:
-                break
-            rounds += 1
-            say(f"pairing cuts, round {rounds}: {len(interval)} intervals")
-            model.add_cuts(interval, coef)
-            if len(prices) < len(rows):
-                prices = np.concatenate([prices, np.zeros(len(rows) - len(prices))])
+    say(f"interval LP: {n} jobs x {data.num_intervals} intervals")
+    phase = _cut_and_price(jobs, data, deadline, threads, pairing_cuts, say)
+    if phase.lp_value is not None:
+        components["lp"] = phase.lp_value - arrivals
+    best, rows, status, rounds = phase.value, phase.rows, phase.status, phase.rounds
     if status != "Optimal" and time.monotonic() < deadline:
         say("subgradient ascent on the interval prices")
-        if len(prices) < len(rows):
-            prices = np.concatenate([prices, np.zeros(len(rows) - len(prices))])
         target = upper_bound + arrivals if upper_bound is not None else max(best, ordered) * 1.2
-        best, prices = _subgradient(jobs, data, rows, prices, deadline, target, best)
+        best, _ = _subgradient(jobs, data, rows, phase.prices, deadline, target, best)
     components["lagrangian"] = best - arrivals
     statuses: dict[str, str] = {"interval": status}
     if split:
@@ -864,9 +892,16 @@ def trace_lower_bound(
                 break
             allowed = JOINT_CELLS_PER_SECOND * left if time_rows else SPLIT_CELLS
             if cells > allowed:
-                # a coarser grid of its own (the cuts belong to the first grid)
+                # a coarser grid of its own: its pairing cuts from the interval LP on it, in a share
+                # of the time (that LP's certificate counts too)
                 split_data = _grid_with_cells(jobs, allowed)
-                split_cuts = None
+                own = _cut_and_price(
+                    jobs, split_data, time.monotonic() + COARSE_CUT_SHARE * left, threads, pairing_cuts, say
+                )
+                best = max(best, own.value)
+                components["lagrangian"] = best - arrivals
+                split_cuts = own.rows if len(own.rows) > len(split_data.length) else None
+                left = final - time.monotonic()
             else:
                 split_data, split_cuts = data, cuts
             say(f"split LP ({'joint' if time_rows else 'separate'} time caps)")

@@ -230,3 +230,19 @@ def test_bound_holds_for_muri_groups_on_a_muri_trace(capacity: int) -> None:
     bound = trace_lower_bound(instance, time_limit=10, max_intervals=400)
     for policy in ("muri-s", "muri-l", "srsf", "sjf-bsbf"):
         assert _total_jct(instance, policy, capacity=capacity) >= bound.total_jct, policy
+
+
+def test_cli_bound_allows_the_capacity_a_schedule_was_made_for(tmp_path: Path) -> None:
+    instance = load_trace("muri", shared_data_dir() / "muri" / "trace1.csv", limit=40)
+    assert instance.cluster.capacity == 2
+    io.save_instance(instance, tmp_path / "inst.json")
+    result, _ = simulate_policy(instance, "muri-s", slot=None, capacity=4)
+    assert result.schedule.capacity == 4
+    io.save_schedule(result.schedule, tmp_path / "muri4.json")
+    out = CliRunner().invoke(
+        app, ["bound", str(tmp_path / "inst.json"), "-s", str(tmp_path / "muri4.json"), "--json", "-t", "10"]
+    )
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert data["capacity"] == 4  # a bound at C = 2 would not cover groups of four
+    assert data["schedules"][0]["gap_pct"] >= 0

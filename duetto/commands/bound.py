@@ -34,7 +34,10 @@ def register(app: typer.Typer) -> None:
             typer.Option(help=f"read the input as a public trace of this format ({', '.join(_TRACE_KINDS)})"),
         ] = None,
         limit: Annotated[int | None, typer.Option(help="with --trace: the first N jobs by arrival")] = None,
-        capacity: Annotated[int | None, typer.Option(help="jobs per GPU at most (default: the instance's)")] = None,
+        capacity: Annotated[
+            int | None,
+            typer.Option(help="jobs per GPU at most (default: the instance's, or a schedule's if larger)"),
+        ] = None,
         time_limit: Annotated[float, typer.Option("--time-limit", "-t", help="seconds")] = 60.0,
         threads: Annotated[int, typer.Option(help="HiGHS threads")] = 1,
         json_output: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
@@ -62,10 +65,12 @@ def register(app: typer.Typer) -> None:
             instance = load_trace(trace, instance_path, **({"limit": limit} if limit else {}))
         else:
             instance = load_instance(instance_path)
-        if capacity is not None:
-            instance = instance.replace(cluster=replace(instance.cluster, capacity=capacity))
         schedules = [(path, load_schedule(path)) for path in schedule or []]
-        # a schedule validated with a larger capacity than the bound's would not be covered by it
+        # each schedule is valid for the capacity it was made for (the validator reads it from the
+        # schedule); the bound must allow the largest of them, or --capacity if larger
+        wanted = max([capacity or instance.cluster.capacity, *[plan.capacity or 0 for _, plan in schedules]])
+        if wanted != instance.cluster.capacity:
+            instance = instance.replace(cluster=replace(instance.cluster, capacity=wanted))
         reports = []
         for path, plan in schedules:
             report = validate(instance, plan)
