@@ -51,8 +51,8 @@ from formulation.instance import Instance
 
 #: Intervals per job in the default grid (arrivals plus a refinement), capped by ``max_intervals``.
 INTERVALS_PER_JOB = 6
-#: Most jobs × intervals cells the default grid allows (the Lagrangian's dense arrays).
-MAX_CELLS = 10_000_000
+#: Most jobs × intervals cells the default grid allows (the Lagrangian's dense arrays, HiGHS's LP).
+MAX_CELLS = 4_000_000
 #: Share of the time limit for the interval LP and its cuts when the split LPs follow.
 LAGRANGIAN_SHARE = 0.3
 #: Most (job, interval) cells of the split LP with separate time caps on the first grid (dual
@@ -60,9 +60,9 @@ LAGRANGIAN_SHARE = 0.3
 SPLIT_CELLS = 1_000_000
 #: Share of the time left that the interval LP and its cuts get on a split LP's own, coarser grid.
 COARSE_CUT_SHARE = 0.25
-#: Cells per second of time left for the split LP with joint time caps (interior point: about 40 s
-#: at 210,000 cells on one core).
-JOINT_CELLS_PER_SECOND = 4_000
+#: Cells per second of time left for the split LP with joint time caps (interior point: 15-40 s at
+#: 210,000-230,000 cells on one core).
+JOINT_CELLS_PER_SECOND = 6_000
 
 
 @dataclass(frozen=True)
@@ -203,7 +203,8 @@ def interval_grid(jobs: TraceJobs, max_intervals: int) -> np.ndarray:
     """Interval boundaries ``τ_0 < … < τ_K``: every arrival, points after each arrival at fractions of
     that job's duration (where short jobs complete in good schedules), then a uniform refinement of
     the busy span; the last boundary opens the interval without end (past an order-statistics
-    estimate of the last completion)."""
+    estimate of the last completion). Beyond ``max_intervals`` the points are thinned evenly, arrivals
+    included (a job may then use the interval its arrival falls in: still a relaxation)."""
     start = float(jobs.arrival.min())
     srpt = srpt_completions(jobs.arrival, jobs.area, float(jobs.num_gpus))
     end = max(float(srpt.max()), float((jobs.arrival + jobs.duration).max()))
@@ -212,14 +213,20 @@ def interval_grid(jobs: TraceJobs, max_intervals: int) -> np.ndarray:
     for fraction in (0.5, 1.0, 2.0, 4.0):
         points.append(jobs.arrival + fraction * jobs.duration)
     base = np.unique(np.concatenate(points))
-    base = base[base <= end]
+    base = base[base < end]
     budget = max(0, max_intervals - len(base))
     uniform = np.linspace(start, end, budget + 2) if budget else np.array([start, end])
     grid = np.unique(np.concatenate([base, uniform]))
     if len(grid) > max_intervals + 1:
-        # too many arrivals and refinement points: keep the arrivals, thin the rest evenly
-        keep = np.unique(np.concatenate([jobs.arrival, grid[:: max(1, len(grid) // max_intervals)], [end]]))
-        grid = keep
+        arrivals = np.unique(jobs.arrival)
+        if len(arrivals) <= max_intervals // 2:
+            # keep every arrival (no job then shares its first interval with earlier time) and thin the rest
+            others = np.setdiff1d(grid, arrivals)
+            keep = np.linspace(0, len(others) - 1, max(2, max_intervals - len(arrivals))).round().astype(int)
+            grid = np.unique(np.concatenate([arrivals, others[keep], [start, end]]))
+        else:
+            keep = np.linspace(0, len(grid) - 1, max_intervals + 1).round().astype(int)
+            grid = np.unique(np.concatenate([grid[keep], [start, end]]))
     return grid
 
 
@@ -248,9 +255,10 @@ class _IntervalData:
 
 
 def _interval_data(jobs: TraceJobs, grid: np.ndarray) -> _IntervalData:
-    # a job may use interval t when τ_t >= r_j (arrivals are grid points, so nothing is lost)
-    first = np.searchsorted(grid, jobs.arrival - 1e-9 * np.maximum(1.0, np.abs(jobs.arrival)), side="left")
-    return _IntervalData(grid=grid, first=first, length=np.diff(grid))
+    # a job may use the interval its arrival falls in and every later one (an arrival on a grid point
+    # starts its interval; one inside an interval may use it, at the interval's start cost)
+    first = np.searchsorted(grid, jobs.arrival, side="right") - 1
+    return _IntervalData(grid=grid, first=np.clip(first, 0, len(grid) - 1), length=np.diff(grid))
 
 
 @dataclass
@@ -868,7 +876,7 @@ def trace_lower_bound(
     if max_intervals is not None:
         cap = max_intervals
     else:
-        # the Lagrangian keeps jobs × intervals arrays: about 10 million cells at most
+        # the Lagrangian keeps jobs × intervals arrays and the LP a column per cell: MAX_CELLS at most
         cap = min(20_000, max(2_000, INTERVALS_PER_JOB * n), max(50, MAX_CELLS // n))
     grid = interval_grid(jobs, cap)
     data = _interval_data(jobs, grid)
