@@ -322,6 +322,8 @@ class ReplayOutcome:
     run: RunSummary
     #: interference variant → certified gaps (:func:`benchmarks.trace_gap.certified_gap_table`)
     certified: dict[str, pd.DataFrame] = field(default_factory=dict)
+    #: one proven bound per file and variant (:func:`benchmarks.trace_gap.replay_bounds`)
+    bounds: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def run_replay(
@@ -386,6 +388,7 @@ def run_replay(
                 jcts.setdefault(str(record["policy"]), []).extend(record["job_jct"])
             files.append(jct_cdf(jcts, out / f"jct_cdf-{_file_stem(str(variant))}.png"))
     certified: dict[str, pd.DataFrame] = {}
+    bounds = pd.DataFrame()
     if study.bound_time_limit is not None:
         from benchmarks.trace_gap import certified_gap_table, replay_bounds
 
@@ -420,7 +423,7 @@ def run_replay(
                 title="Average JCT against the interference ratio",
             )
         )
-    return ReplayOutcome(frame, tables, files, run, certified)
+    return ReplayOutcome(frame, tables, files, run, certified, bounds)
 
 
 def load_instance_any(path: str | Path) -> Instance:

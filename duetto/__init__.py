@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from formulation.metrics import compute_metrics
     from formulation.schedule import Schedule
     from formulation.speed import Profile
+    from formulation.trace_bound import TraceBound, trace_lower_bound
     from formulation.traces import load_trace
     from formulation.validator import ValidationReport, validate
     from heuristics.registry import make_policy, policy_names, register_policy
@@ -72,6 +73,8 @@ _EXPORTS: dict[str, str] = {
     "Schedule": "formulation.schedule",
     "Profile": "formulation.speed",
     "load_trace": "formulation.traces",
+    "TraceBound": "formulation.trace_bound",
+    "trace_lower_bound": "formulation.trace_bound",
     "ValidationReport": "formulation.validator",
     "validate": "formulation.validator",
     "make_policy": "heuristics.registry",
@@ -106,6 +109,7 @@ __all__ = [
     "SolveStatus",
     "StudyFailedError",
     "TableInterference",
+    "TraceBound",
     "ValidationReport",
     "__version__",
     "available_solvers",
@@ -127,6 +131,7 @@ __all__ = [
     "simulate",
     "solve",
     "solve_many",
+    "trace_lower_bound",
     "validate",
 ]
 

@@ -345,6 +345,7 @@ def replay(
     ray_address: str | None = None,
     progress: bool = False,
     figures: bool = True,
+    bound_time_limit: float | None = None,
 ) -> pd.DataFrame:
     """Replay a public trace under policies (``duetto replay``).
 
@@ -370,6 +371,9 @@ def replay(
     out, workers, ray_address, progress, figures
         As in :func:`gap_study` (``out`` gets ``replay.csv``, the paper-shaped ``table-<variant>.csv``,
         JCT CDFs and every schedule under ``schedules/``).
+    bound_time_limit
+        Seconds for a proven lower bound on each file's total JCT (:func:`trace_lower_bound`); the
+        rows then get ``bound_jct_avg`` and ``certified_gap_pct`` (``None``: no bound).
 
     Returns
     -------
@@ -413,10 +417,17 @@ def replay(
         slot=slot,
         restart_cost=restart_cost,
         large_threshold=large_threshold,
+        bound_time_limit=bound_time_limit,
     )
+    if bound_time_limit is not None:
+        _positive(bound_time_limit, "bound_time_limit")
     with _folder(out) as (folder, kept):
         outcome = run_replay(
             study, folder, workers=workers, ray_address=ray_address, progress=progress, figures=figures and kept
         )
         _raise_failures(outcome.run.failed, folder, kept)
-        return outcome.rows
+        rows = outcome.rows
+        if not outcome.bounds.empty:
+            rows = rows.merge(outcome.bounds[["path", "interference", "bound_jct_avg"]], on=["path", "interference"])
+            rows["certified_gap_pct"] = (rows["jct_avg"] - rows["bound_jct_avg"]) / rows["bound_jct_avg"] * 100
+        return rows

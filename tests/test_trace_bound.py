@@ -246,3 +246,14 @@ def test_cli_bound_allows_the_capacity_a_schedule_was_made_for(tmp_path: Path) -
     data = json.loads(out.output)
     assert data["capacity"] == 4  # a bound at C = 2 would not cover groups of four
     assert data["schedules"][0]["gap_pct"] >= 0
+
+
+def test_public_api_replay_reports_certified_gaps(tmp_path: Path) -> None:
+    import duetto
+
+    rows = duetto.replay("pollux", POLLUX, policies=["srsf"], limit=40, out=tmp_path, bound_time_limit=10.0)
+    bound = duetto.trace_lower_bound(load_trace("pollux", POLLUX, limit=40), time_limit=10.0)
+    (row,) = rows.to_dict(orient="records")
+    assert row["bound_jct_avg"] == pytest.approx(bound.average_jct, rel=0.02)
+    assert row["certified_gap_pct"] == pytest.approx((row["jct_avg"] / row["bound_jct_avg"] - 1) * 100)
+    assert row["certified_gap_pct"] >= 0
