@@ -337,6 +337,7 @@ def replay(
     gpus_per_node: int | None = None,
     limit: int | None = None,
     capacity: int | None = None,
+    profiles: str | Path | None = None,
     slot: float | None = None,
     restart_cost: float = 0.0,
     large_threshold: int = 4,
@@ -361,6 +362,9 @@ def replay(
         ``gavel[:WORKER]``, ``predicted[:WORKER]`` (needs the ``predictor`` extra).
     nodes, gpus_per_node, limit, capacity
         Loader options (``None``: the trace's); ``limit`` keeps the first N jobs; ``capacity`` is C.
+    profiles
+        Pollux traces: the folder of ``<application>/`` profiles (default: beside the workload, else
+        the shared copy).
     slot
         Slotted semantics with this Δ (``None``: continuous time, as the papers' simulators).
     restart_cost
@@ -388,6 +392,7 @@ def replay(
         Some task raised.
     """
     from benchmarks.replay import ReplayStudy, run_replay
+    from duetto.commands.trace_options import trace_loader_options
 
     files = [paths] if isinstance(paths, str | Path) else list(paths)
     if not files:
@@ -413,6 +418,7 @@ def replay(
         slot=slot,
         restart_cost=restart_cost,
         large_threshold=large_threshold,
+        loader_options=trace_loader_options(trace, profiles=None if profiles is None else Path(profiles)),
     )
     with _folder(out) as (folder, kept):
         outcome = run_replay(

@@ -166,6 +166,10 @@ def register(app: typer.Typer) -> None:
         gpus_per_node: Annotated[int | None, typer.Option(help="GPUs per server")] = None,
         limit: Annotated[int | None, typer.Option(help="keep only the first N jobs by arrival")] = None,
         capacity: Annotated[int | None, typer.Option(help="jobs per GPU, C (default 2)")] = None,
+        profiles: Annotated[
+            Path | None,
+            typer.Option(help="pollux: folder of <application>/ profiles (default: beside the workload, else shared)"),
+        ] = None,
         allow_implausible: Annotated[
             bool, typer.Option("--allow-implausible", help="keep jobs longer than a year alone (else refused)")
         ] = False,
@@ -176,6 +180,7 @@ def register(app: typer.Typer) -> None:
 
         The header must be the format's (another format's header is named) and absurd values (a job
         longer than a year, a negative time) are refused with their row unless --allow-implausible."""
+        from duetto.commands.trace_options import trace_loader_options
         from formulation.io import save_instance
         from formulation.traces import load_trace
 
@@ -183,6 +188,7 @@ def register(app: typer.Typer) -> None:
             "nodes": nodes,
             "gpus_per_node": gpus_per_node,
             "allow_implausible": allow_implausible,
+            **trace_loader_options(kind.value, profiles=profiles),
         }
         if capacity is not None:
             if capacity < 1:

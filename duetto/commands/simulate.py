@@ -90,6 +90,9 @@ def register(app: typer.Typer) -> None:
             typer.Option(help=f"read the input as a public trace of this format ({', '.join(_TRACE_KINDS)})"),
         ] = None,
         limit: Annotated[int | None, typer.Option(help="with --trace: the first N jobs by arrival")] = None,
+        profiles: Annotated[
+            Path | None, typer.Option(help="with --trace pollux: folder of <application>/ profiles")
+        ] = None,
     ) -> None:
         """Simulate a policy on an instance; print the metrics (from the validated schedule)."""
         from formulation.io import load_instance, save_schedule
@@ -106,10 +109,14 @@ def register(app: typer.Typer) -> None:
             fail(f"--restart-cost must be a finite number >= 0, got {restart_cost}")
         if limit is not None and (trace is None or limit < 1):
             fail("--limit needs --trace and must be >= 1")
+        if profiles is not None and trace is None:
+            fail("--profiles needs --trace pollux")
         if trace is not None:
+            from duetto.commands.trace_options import trace_loader_options
             from formulation.traces import load_trace
 
-            instance = load_trace(trace, instance_path, **({"limit": limit} if limit else {}))
+            loader = trace_loader_options(trace, profiles=profiles) | ({"limit": limit} if limit else {})
+            instance = load_trace(trace, instance_path, **loader)
         else:
             instance = load_instance(instance_path)
         options = _parse_options(option or [])

@@ -403,6 +403,10 @@ def register(app: typer.Typer) -> None:
         gpus_per_node: Annotated[int | None, typer.Option(help="GPUs per server")] = None,
         limit: Annotated[int | None, typer.Option(help="keep only the first N jobs")] = None,
         capacity: Annotated[int | None, typer.Option(help="jobs per GPU at most (C)")] = None,
+        profiles: Annotated[
+            Path | None,
+            typer.Option(help="pollux: folder of <application>/ profiles (default: beside the workload, else shared)"),
+        ] = None,
         slot: Annotated[float | None, typer.Option(help="slotted semantics with this Δ (default: continuous)")] = None,
         restart_cost: Annotated[float, typer.Option(help="seconds lost per preemption")] = 0.0,
         large_threshold: Annotated[int, typer.Option(help="jobs with more GPUs than this are large")] = 4,
@@ -422,6 +426,7 @@ def register(app: typer.Typer) -> None:
         """Replay a public trace under chosen policies; print the papers' table (hours; all/large/small)
         and each policy's certified gap to a proven lower bound on average JCT."""
         from benchmarks.replay import ReplayStudy, run_replay
+        from duetto.commands.trace_options import trace_loader_options
 
         if large_threshold < 0:
             fail("--large-threshold must be >= 0")
@@ -443,6 +448,7 @@ def register(app: typer.Typer) -> None:
             slot=slot,
             restart_cost=restart_cost,
             large_threshold=large_threshold,
+            loader_options=trace_loader_options(kind, profiles=profiles),
             bound_time_limit=bound_time_limit if bound else None,
         )
         with _interrupt_keeps_finished_tasks(out):
