@@ -359,7 +359,8 @@ def replay(
         Registered policies (``None``: every registered policy).
     interference
         Variants, each a separate run: ``default`` (the loader's model), ``constant:X``,
-        ``gavel[:WORKER]``, ``predicted[:WORKER]`` (needs the ``predictor`` extra).
+        ``gavel[:WORKER]``, ``predicted[:WORKER]`` (needs the ``predictor`` extra), ``table:FILE`` (a
+        measured pair table, :mod:`formulation.pair_tables`).
     nodes, gpus_per_node, limit, capacity
         Loader options (``None``: the trace's); ``limit`` keeps the first N jobs; ``capacity`` is C.
     profiles

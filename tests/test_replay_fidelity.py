@@ -1,5 +1,6 @@
 """Replay fidelity (issue 16): Pollux workloads from anywhere (profiles fall back to the shared copy,
-``--profiles DIR``), ..."""
+``--profiles DIR``); any measured pair table (``--interference table:FILE``: a plain CSV of ratios or of
+isolated / co-located throughputs, Lucid's per-pair normalised speeds)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,15 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from benchmarks.replay import interference_from_spec
 from duetto.cli import app
-from formulation.errors import DuettoInputError
+from formulation.errors import DuettoInputError, DuettoWarning
+from formulation.io import load_instance, load_schedule
+from formulation.pair_tables import read_pair_table
 from formulation.paths import shared_data_dir
-from formulation.traces import load_pollux
+from formulation.traces import load_muri, load_pollux
+from formulation.validator import validate
+from heuristics.simulator import simulate
 
 DATA = shared_data_dir()
 pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason="shared data not found beside the repository")
@@ -113,3 +119,145 @@ def test_profiles_on_import_simulate_and_replay(tmp_path: Path) -> None:
         bad = cli.invoke(app, [*args, "-o", str(tmp_path / "x.json")] if args[0] == "import" else args)
         assert bad.exit_code == 2, bad.output
         assert "Traceback" not in bad.output and "--profiles" in bad.output
+
+
+# --- item 4: any measured pair table ------------------------------------------------------------------
+
+MURI = DATA / "muri" / "trace1.csv"
+LUCID_HEADER = (
+    ",model1,dataset1,gpu_num1,batchsize1,amp1,speed1,model2,dataset2,gpu_num2,batchsize2,amp2,speed2,"
+    "gpu_util,gmem_util,gmem"
+)
+
+
+def _ratio(instance, victim: str, other: str) -> float | None:
+    return instance.interference.ratio(instance.profiles[victim], instance.profiles[other])
+
+
+def test_plain_ratio_table_on_a_pollux_trace(tmp_path: Path) -> None:
+    table = tmp_path / "pairs.csv"
+    table.write_text("victim,other,ratio\ncifar10,ncf,1.8\nncf,cifar10,\ncifar10,cifar10,0.9\nbert,ncf,2\nbert,ncf,3\n")
+    instance = load_pollux(POLLUX, limit=20)
+    with pytest.warns(DuettoWarning, match=r"1 ratio\(s\) below 1.*row 3 \(cifar10 next to cifar10: 0.9\)"):
+        model = interference_from_spec(f"table:{table}", instance)
+    assert model is not None
+    shared = instance.replace(interference=model)
+    assert _ratio(shared, "cifar10-r6", "ncf-r1") == 1.8  # prefix match: cifar10 names cifar10-r6
+    assert _ratio(shared, "ncf-r1", "cifar10-r12") is None  # empty ratio: may not share
+    assert _ratio(shared, "cifar10-r6", "cifar10-r16") == 1.0  # clipped
+    assert _ratio(shared, "bert-r6", "ncf-r1") == 2.5  # listed twice: the mean
+    assert _ratio(shared, "imagenet-r24", "ncf-r1") == 1.5  # not in the table: the loader's constant
+    result = simulate(shared, "sjf-bsbf")
+    assert validate(shared, result.schedule).ok
+
+
+def test_throughput_table_keeps_the_loaders_ratios_elsewhere(tmp_path: Path) -> None:
+    table = tmp_path / "throughputs.csv"
+    table.write_text("victim,other,isolated,colocated,note\nresnet18,vgg16,10,4,x\nvgg16,resnet18,8,0,y\n")
+    instance = load_muri(MURI, limit=60)
+    shared = instance.replace(interference=interference_from_spec(f"table:{table}", instance))
+    assert _ratio(shared, "resnet18-b128-g1", "vgg16-b16-g8") == 2.5  # 10 / 4
+    assert _ratio(shared, "vgg16-b16-g1", "resnet18-b128-g1") is None  # co-located 0: does not fit
+    for victim, other in (("a2c-b64-g1", "bert-b4-g1"), ("vgg19-b16-g1", "vgg16-b16-g8")):
+        assert _ratio(shared, victim, other) == _ratio(instance, victim, other)  # Muri's stage model
+    result = simulate(shared, "sjf-ffs")
+    assert validate(shared, result.schedule).ok
+
+
+def test_lucid_table_both_directions_and_clipping(tmp_path: Path) -> None:
+    table = tmp_path / "colocate_info.csv"
+    table.write_text(
+        LUCID_HEADER
+        + "\n0,resnet18,CIFAR-10,1,128,0,0.8,vgg16,CIFAR-10,1,16,0,1.05,64.7,29.4,5106"
+        + "\n1,resnet18,CIFAR-10,1,128,1,0.5,vgg16,CIFAR-10,1,16,0,0.5,64.7,29.4,5106"
+        + "\n2,a2c,Pong,1,64,0,0.625,dqn,Pong,1,128,0,0,40,20,4000\n"
+    )
+    with pytest.warns(DuettoWarning, match=r"row 1 \(vgg16-b16 next to resnet18-b128: 0.952\)"):
+        parsed = read_pair_table(table)
+    assert parsed.layout == "lucid"
+    assert parsed.pairs[("resnet18-b128", "vgg16-b16")] == 1.25
+    assert parsed.pairs[("resnet18-b128-amp", "vgg16-b16")] == 2.0  # mixed precision is its own job
+    instance = load_muri(MURI, limit=60)
+    shared = instance.replace(interference=interference_from_spec(f"table:{table}", instance, warn=False))
+    assert _ratio(shared, "resnet18-b128-g1", "vgg16-b16-g8") == 1.25
+    assert _ratio(shared, "vgg16-b16-g1", "resnet18-b128-g1") == 1.0
+    assert _ratio(shared, "a2c-b64-g8", "dqn-b128-g1") == 1.6
+    assert _ratio(shared, "dqn-b128-g8", "a2c-b64-g1") is None  # speed 0: cannot run together
+    assert validate(shared, simulate(shared, "sjf-bsbf").schedule).ok
+
+
+def test_pair_table_errors(tmp_path: Path) -> None:
+    instance = load_muri(MURI, limit=30)
+    cases = {
+        "victim,other,ratio\nresnet18,vgg16,1.2\nvgg16,resnet18,abc\n": r"row 2, field 'ratio'.*'abc'",
+        "victim,other,ratio\nresnet18,vgg16,-1\n": r"row 1, field 'ratio'.*> 0",
+        "victim,other,isolated,colocated\nresnet18,vgg16,0,3\n": r"row 1, field 'isolated'",
+        "a,b,c\n1,2,3\n": "not a pair table",
+        "victim,other,ratio\ngpt9,llama,1.5\n": "no pair of this instance's profiles",
+    }
+    for number, (text, message) in enumerate(cases.items()):
+        path = tmp_path / f"bad{number}.csv"
+        path.write_text(text)
+        with pytest.raises(DuettoInputError, match=message):
+            interference_from_spec(f"table:{path}", instance)
+    with pytest.raises(DuettoInputError, match="table:FILE"):
+        interference_from_spec("table:", instance)
+
+
+def test_table_interference_on_import_simulate_and_replay(tmp_path: Path) -> None:
+    table = tmp_path / "pairs.csv"
+    table.write_text("victim,other,ratio\nresnet18,vgg16,3.5\nvgg16,resnet18,0.95\n")
+    spec = f"table:{table}"
+    out = tmp_path / "t.json"
+    imported = cli.invoke(app, ["import", "muri", str(MURI), "--limit", "60", "--interference", spec, "-o", str(out)])
+    assert imported.exit_code == 0, imported.output
+    assert "warning:" in imported.output and "row 2 (vgg16 next to resnet18: 0.95)" in imported.output
+    instance = load_instance(out)
+    assert _ratio(instance, "resnet18-b128-g1", "vgg16-b16-g8") == 3.5
+    assert _ratio(instance, "vgg16-b16-g1", "resnet18-b128-g1") == 1.0
+
+    schedule = tmp_path / "s.json"
+    plain = load_instance(out).replace(interference=load_muri(MURI, limit=60).interference)
+    simulated = cli.invoke(
+        app,
+        [
+            *("simulate", str(MURI), "--trace", "muri", "--limit", "60", "--interference", spec),
+            *("--policy", "sjf-bsbf", "-o", str(schedule), "--json"),
+        ],
+    )
+    assert simulated.exit_code == 0, simulated.output
+    assert validate(instance, load_schedule(schedule)).ok
+    assert plain.interference != instance.interference
+
+    replayed = cli.invoke(
+        app,
+        [
+            *("replay", "muri", str(MURI), "--limit", "40", "--interference", spec, "--policy", "fifo"),
+            *("--no-bound", "--no-figures", "--no-progress", "--workers", "1", "--out", str(tmp_path / "r")),
+        ],
+    )
+    assert replayed.exit_code == 0, replayed.output
+    assert replayed.output.count("warning:") == 1  # once, not once per task
+    rows = pd.read_csv(tmp_path / "r" / "replay.csv")
+    assert rows["validated"].all() and rows["interference"].tolist() == [spec]
+
+    bad = tmp_path / "bad.csv"
+    bad.write_text("victim,other,ratio\nresnet18,vgg16,x\n")
+    for args in (
+        ["import", "muri", str(MURI), "--interference", f"table:{bad}", "-o", str(tmp_path / "x.json")],
+        ["simulate", str(out), "--interference", f"table:{bad}", "--policy", "fifo"],
+        [
+            "replay",
+            "muri",
+            str(MURI),
+            "--interference",
+            f"table:{bad}",
+            "--policy",
+            "fifo",
+            "--out",
+            str(tmp_path / "b"),
+        ],
+    ):
+        result = cli.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert "row 1, field 'ratio'" in result.output and "Traceback" not in result.output

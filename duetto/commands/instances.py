@@ -28,6 +28,20 @@ class TraceKind(StrEnum):
     pollux = "pollux"
 
 
+INTERFERENCE_HELP = (
+    "interference model: default (the loader's) | constant:X | gavel[:WORKER] | predicted[:WORKER] | "
+    "table:FILE (a measured pair table: victim,other,ratio; isolated/co-located throughputs; Lucid's)"
+)
+
+
+def with_interference(instance: Any, spec: str) -> Any:
+    """``instance`` with the interference model ``spec`` names (``default``: unchanged)."""
+    from benchmarks.replay import interference_from_spec
+
+    model = interference_from_spec(spec, instance)
+    return instance if model is None else instance.replace(interference=model)
+
+
 class SchemaKind(StrEnum):
     instance = "instance"
     schedule = "schedule"
@@ -173,6 +187,7 @@ def register(app: typer.Typer) -> None:
         allow_implausible: Annotated[
             bool, typer.Option("--allow-implausible", help="keep jobs longer than a year alone (else refused)")
         ] = False,
+        interference: Annotated[str, typer.Option(help=INTERFERENCE_HELP)] = "default",
         output: Annotated[Path, typer.Option("--output", "-o", help="instance JSON to write")] = Path("instance.json"),
         json_output: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
     ) -> None:
@@ -199,6 +214,7 @@ def register(app: typer.Typer) -> None:
                 fail("--limit must be >= 1")
             options["limit"] = limit
         instance = load_trace(kind.value, path, **options)
+        instance = with_interference(instance, interference)
         save_instance(instance, output)
         summary = instance_summary(instance)
         if json_output:

@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from duetto.cli_support import console, fail, print_json, user_errors
+from duetto.commands.instances import INTERFERENCE_HELP, with_interference
 from formulation.errors import DuettoInputError
 
 _TRACE_KINDS = ("muri", "tiresias", "gavel", "shockwave", "pollux")
@@ -93,6 +94,7 @@ def register(app: typer.Typer) -> None:
         profiles: Annotated[
             Path | None, typer.Option(help="with --trace pollux: folder of <application>/ profiles")
         ] = None,
+        interference: Annotated[str, typer.Option(help=INTERFERENCE_HELP)] = "default",
     ) -> None:
         """Simulate a policy on an instance; print the metrics (from the validated schedule)."""
         from formulation.io import load_instance, save_schedule
@@ -119,6 +121,7 @@ def register(app: typer.Typer) -> None:
             instance = load_trace(trace, instance_path, **loader)
         else:
             instance = load_instance(instance_path)
+        instance = with_interference(instance, interference)
         options = _parse_options(option or [])
         try:
             result = run_simulation(

@@ -397,7 +397,9 @@ def register(app: typer.Typer) -> None:
         policy: Annotated[list[str] | None, typer.Option(help="policy (repeatable; default: every one)")] = None,
         interference: Annotated[
             list[str] | None,
-            typer.Option(help="default | constant:X | gavel[:WORKER] | predicted[:WORKER] (repeatable: a sweep)"),
+            typer.Option(
+                help="default | constant:X | gavel[:WORKER] | predicted[:WORKER] | table:FILE (repeatable: a sweep)"
+            ),
         ] = None,
         nodes: Annotated[int | None, typer.Option(help="servers (default: the trace's cluster)")] = None,
         gpus_per_node: Annotated[int | None, typer.Option(help="GPUs per server")] = None,
