@@ -14,12 +14,17 @@ from typer.testing import CliRunner
 
 from benchmarks.replay import interference_from_spec
 from duetto.cli import app
+from formulation.cluster import Cluster
 from formulation.errors import DuettoInputError, DuettoWarning
+from formulation.instance import Instance, Job
+from formulation.interference import ConstantInterference
 from formulation.io import load_instance, load_schedule
 from formulation.pair_tables import read_pair_table
 from formulation.paths import shared_data_dir
+from formulation.speed import Profile
 from formulation.traces import load_muri, load_pollux
 from formulation.validator import validate
+from heuristics import make_policy
 from heuristics.simulator import simulate
 
 DATA = shared_data_dir()
@@ -261,3 +266,99 @@ def test_table_interference_on_import_simulate_and_replay(tmp_path: Path) -> Non
         result = cli.invoke(app, args)
         assert result.exit_code == 2, result.output
         assert "row 1, field 'ratio'" in result.output and "Traceback" not in result.output
+
+
+# --- item 3: the peers' missing baselines (SRTF, Themis) ----------------------------------------------
+
+
+def _unit_instance(jobs: list[tuple[str, float, int, float]], gpus: int) -> Instance:
+    """``jobs``: (id, arrival, GPUs, seconds alone); one iteration takes 1 s alone."""
+    unit = Profile("unit", compute_beta=0.01, memory_base_gib=1.0, memory_per_sample_gib=0.01)
+    return Instance(
+        Cluster(1, gpus, 32.0, 2),
+        tuple(Job(j, a, g, s, 100, "unit") for j, a, g, s in jobs),
+        {"unit": unit},
+        ConstantInterference(1.5),
+    )
+
+
+def _completions(instance: Instance, policy: str, **options: object) -> tuple[dict[str, float], int]:
+    result = simulate(instance, policy, policy_options=dict(options))
+    assert result.report.ok, result.report.violations[:3]
+    assert validate(instance, result.schedule).ok
+    assert not result.mismatches
+    return result.completion, result.stats.preemptions
+
+
+def test_srtf_ranks_by_remaining_time_not_gpu_time() -> None:
+    # 2 GPUs. X (2 GPUs, 100 s) runs; L (1 GPU, 40 s) arrives at 1; S (2 GPUs, 30 s) at 2.
+    instance = _unit_instance([("X", 0, 2, 100), ("L", 1, 1, 40), ("S", 2, 2, 30)], gpus=2)
+    srtf, _ = _completions(instance, "srtf")
+    # SRTF: L (40 s) preempts X at 1; S (30 s < L's 39 left) preempts L at 2; L resumes at 32.
+    assert srtf == pytest.approx({"S": 32, "L": 71, "X": 170})
+    srsf, _ = _completions(instance, "srsf")
+    # SRSF ranks by GPU-time: L (39 GPU-s) keeps its GPU ahead of S (60 GPU-s), S waits for L.
+    assert srsf == pytest.approx({"L": 41, "S": 71, "X": 170})
+
+
+def test_themis_time_shares_equal_jobs_lease_by_lease() -> None:
+    instance = _unit_instance([("A", 0, 1, 100), ("B", 0, 1, 100)], gpus=1)
+    fair, preemptions = _completions(instance, "themis", lease=10.0)
+    # SRTF runs A then B (100, 200); Themis serves the job with the worse finish-time fairness at every
+    # 10-s lease, so the two alternate and both finish near the end.
+    assert max(fair.values()) == pytest.approx(200)
+    assert min(fair.values()) >= 190 - 1e-6
+    assert preemptions >= 8  # ties keep the running job: a switch every lease or two
+    srtf, _ = _completions(instance, "srtf")
+    assert sorted(srtf.values()) == pytest.approx([100, 200])
+    longer, fewer = _completions(instance, "themis", lease=50.0)
+    assert fewer < preemptions and max(longer.values()) == pytest.approx(200)
+    with pytest.raises(DuettoInputError, match="lease"):
+        make_policy("themis", lease=0)
+
+
+def test_themis_serves_the_job_treated_worst() -> None:
+    # 1 GPU. W (300 s) waits from 0 behind R (50 s, first by instance order); N (20 s) arrives at 50 as R
+    # ends. rho = T_sh / T_id with a 1/2 share: W (50 + 300) / 600 = 0.58 beats N (0 + 20) / 40 = 0.5, so
+    # W runs at 50 although N is shorter (SRTF runs N). At the lease at 100 N has waited 50 s:
+    # (50 + 20) / 40 = 1.75 against W's (100 + 250) / (100 + 500) = 0.58, so N preempts W.
+    instance = _unit_instance([("R", 0, 1, 50), ("W", 0, 1, 300), ("N", 50, 1, 20)], gpus=1)
+    fair, preemptions = _completions(instance, "themis", lease=50.0)
+    assert fair == pytest.approx({"R": 50, "N": 120, "W": 370}) and preemptions == 1
+    srtf, _ = _completions(instance, "srtf")
+    assert srtf == pytest.approx({"R": 50, "N": 70, "W": 370})
+
+
+@pytest.mark.parametrize(
+    ("kind", "path"),
+    [
+        ("pollux", POLLUX),
+        ("gavel", sorted((DATA / "gavel" / "msr_seed0").glob("*.trace"))[0] if DATA.is_dir() else POLLUX),
+        ("shockwave", sorted((DATA / "shockwave" / "traces").glob("*.trace"))[0] if DATA.is_dir() else POLLUX),
+        ("muri", DATA / "muri" / "testbed_400_jobs.csv"),
+    ],
+)
+def test_srtf_and_themis_validate_on_every_kind_of_trace(kind: str, path: Path) -> None:
+    from formulation.traces import load_trace
+
+    instance = load_trace(kind, path, limit=80)
+    for policy in ("srtf", "themis"):
+        result = simulate(instance, policy)
+        assert result.report.ok and validate(instance, result.schedule).ok, (kind, policy)
+        assert result.metrics is not None and result.metrics["completed"] == len(instance.jobs)
+
+
+def test_srtf_and_themis_in_the_registry_and_a_replay(tmp_path: Path) -> None:
+    listed = cli.invoke(app, ["policies", "--json"])
+    names = [entry["name"] for entry in json.loads(listed.output)]
+    assert {"srtf", "themis"} <= set(names)
+    replayed = cli.invoke(
+        app,
+        [
+            *("replay", "pollux", str(POLLUX), "--limit", "30", "--policy", "srtf", "--policy", "themis"),
+            *("--no-bound", "--no-figures", "--no-progress", "--workers", "1", "--out", str(tmp_path)),
+        ],
+    )
+    assert replayed.exit_code == 0, replayed.output
+    rows = pd.read_csv(tmp_path / "replay.csv")
+    assert sorted(rows["policy"]) == ["srtf", "themis"] and rows["validated"].all()
