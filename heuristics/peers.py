@@ -135,8 +135,7 @@ class ThemisPolicy:
             done = progress - self.last_progress.get(job_id, 0.0)
             if done > 0 and job_id in self.last_share:
                 self.isolated[job_id] = (
-                    self.isolated.get(job_id, 0.0)
-                    + done * facts.alone_iteration_time(job_id) / self.last_share[job_id]
+                    self.isolated.get(job_id, 0.0) + done * facts.alone_iteration_time(job_id) / self.last_share[job_id]
                 )
             self.last_progress[job_id] = progress
             share = min(1.0, share_now / facts.job(job_id).num_gpus)
