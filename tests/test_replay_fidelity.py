@@ -1,6 +1,7 @@
 """Replay fidelity (issue 16): Pollux workloads from anywhere (profiles fall back to the shared copy,
 ``--profiles DIR``); any measured pair table (``--interference table:FILE``: a plain CSV of ratios or of
-isolated / co-located throughputs, Lucid's per-pair normalised speeds)."""
+isolated / co-located throughputs, Lucid's per-pair normalised speeds); SRTF and Themis; Muri's policies
+on traces without measured stage times (stages derived from the Eq. 1-3 profile)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from formulation.io import load_instance, load_schedule
 from formulation.pair_tables import read_pair_table
 from formulation.paths import shared_data_dir
 from formulation.speed import Profile
+from formulation.stages import DATA_LOADING_FRACTION, with_derived_stages
 from formulation.traces import load_muri, load_pollux
 from formulation.validator import validate
 from heuristics import make_policy
@@ -30,6 +32,7 @@ from heuristics.simulator import simulate
 DATA = shared_data_dir()
 pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason="shared data not found beside the repository")
 POLLUX = DATA / "pollux" / "workloads-1.5" / "workload-1.csv"
+TIRESIAS = DATA / "tiresias" / "60_job.csv"
 cli = CliRunner()
 
 
@@ -362,3 +365,55 @@ def test_srtf_and_themis_in_the_registry_and_a_replay(tmp_path: Path) -> None:
     assert replayed.exit_code == 0, replayed.output
     rows = pd.read_csv(tmp_path / "replay.csv")
     assert sorted(rows["policy"]) == ["srtf", "themis"] and rows["validated"].all()
+
+
+# --- item 2: Muri's policies on traces without measured stages ------------------------------------------
+
+
+def test_pollux_profiles_get_stages_from_eq_1_to_3() -> None:
+    instance = load_pollux(POLLUX)
+    assert all(profile.stage_times is not None for profile in instance.profiles.values())
+    checked = 0
+    for job in instance.jobs:
+        profile = instance.profiles[job.profile]
+        mode = instance.modes(job.id)[0]
+        data, gpu, network = profile.stage_times  # type: ignore[misc]
+        assert gpu == pytest.approx(mode.steps * profile.compute_time(mode.sub_batch))
+        assert network == pytest.approx(profile.comm_time(job.num_gpus, instance.min_nodes(job)))
+        assert data == pytest.approx(DATA_LOADING_FRACTION * gpu)
+        assert (network > 0) == (job.num_gpus > 1)
+        checked += 1
+    assert checked == 240
+    # measured stages are kept: a Muri trace is unchanged
+    muri = load_muri(MURI, limit=50)
+    assert with_derived_stages(muri) is muri
+    assert muri.profiles["vgg16-b16-g1"].stage_times == pytest.approx((0.117, 0.068, 0.0))
+
+
+@pytest.mark.parametrize(
+    ("kind", "path"),
+    [("pollux", POLLUX), ("pollux", DATA / "pollux" / "workloads" / "workload-3.csv"), ("tiresias", TIRESIAS)],
+)
+def test_muri_policies_run_on_traces_without_measured_stages(kind: str, path: Path) -> None:
+    from formulation.traces import load_trace
+
+    instance = load_trace(kind, path)
+    for policy in ("muri-s", "muri-l"):
+        result = simulate(instance, policy)
+        assert result.report.ok and validate(instance, result.schedule).ok, (path, policy)
+        assert result.metrics is not None and result.metrics["completed"] == len(instance.jobs)
+
+
+def test_muri_policies_run_on_the_random_family_and_from_the_cli(tmp_path: Path) -> None:
+    from formulation.generator import generate_instance
+
+    for seed in range(3):
+        instance = generate_instance(14, 1, 8, seed, arrivals="poisson")
+        assert all(p.stage_times is not None for p in instance.profiles.values())
+        for policy in ("muri-s", "muri-l"):
+            assert validate(instance, simulate(instance, policy).schedule).ok
+    result = cli.invoke(
+        app, ["simulate", str(POLLUX), "--trace", "pollux", "--limit", "60", "--policy", "muri-s", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["valid"] is True

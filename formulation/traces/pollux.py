@@ -59,6 +59,7 @@ from formulation.instance import Instance, Job
 from formulation.interference import ConstantInterference, InterferenceModel
 from formulation.paths import shared_data_dir
 from formulation.speed import Profile
+from formulation.stages import with_derived_stages
 from formulation.traces.common import (
     PathLike,
     build_cluster,
@@ -499,4 +500,5 @@ def load_pollux(
             "units": "time s; fitted Eq. 1-3 seconds; iterations from Pollux's progress / efficiency rule",
         },
     )
-    return check_plausible(instance, file, frame_rows(frame), allow=allow_implausible)
+    # per-stage times from the fitted Eq. 1-3 profile, so Muri can group these jobs (formulation/stages.py)
+    return check_plausible(with_derived_stages(instance), file, frame_rows(frame), allow=allow_implausible)
