@@ -12,6 +12,7 @@ import typer
 from rich.table import Table
 
 from duetto.cli_support import console, fail, print_json, user_errors
+from duetto.commands.trace_options import DURATION_FROM_HELP, trace_loader_options
 from formulation.errors import DuettoInputError
 
 
@@ -184,6 +185,7 @@ def register(app: typer.Typer) -> None:
             Path | None,
             typer.Option(help="pollux: folder of <application>/ profiles (default: beside the workload, else shared)"),
         ] = None,
+        duration_from: Annotated[str | None, typer.Option(help=DURATION_FROM_HELP)] = None,
         allow_implausible: Annotated[
             bool, typer.Option("--allow-implausible", help="keep jobs longer than a year alone (else refused)")
         ] = False,
@@ -195,7 +197,6 @@ def register(app: typer.Typer) -> None:
 
         The header must be the format's (another format's header is named) and absurd values (a job
         longer than a year, a negative time) are refused with their row unless --allow-implausible."""
-        from duetto.commands.trace_options import trace_loader_options
         from formulation.io import save_instance
         from formulation.traces import load_trace
 
@@ -203,7 +204,7 @@ def register(app: typer.Typer) -> None:
             "nodes": nodes,
             "gpus_per_node": gpus_per_node,
             "allow_implausible": allow_implausible,
-            **trace_loader_options(kind.value, profiles=profiles),
+            **trace_loader_options(kind.value, profiles=profiles, duration_from=duration_from),
         }
         if capacity is not None:
             if capacity < 1:
