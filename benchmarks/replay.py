@@ -13,7 +13,10 @@ Interference variants (:func:`interference_from_spec`):
 * ``constant:X``: every pair slows both jobs by ``X`` (SJF-BSBF Fig. 6b sweeps it from 1.0 to 2.0);
 * ``gavel[:WORKER]``: Gavel's measured pairs (profiles must be Gavel job types);
 * ``predicted[:WORKER]``: :class:`formulation.predictor.PredictedInterference` fitted on every Gavel
-  pair, with Gavel's measured feasibility (profiles must be Gavel job types).
+  pair, with Gavel's measured feasibility (profiles must be Gavel job types);
+* ``table:FILE``: a measured pair table (:mod:`formulation.pair_tables`: ``victim,other,ratio``,
+  isolated / co-located throughputs, or Lucid's ``colocate_info.csv``) applied to the profiles it
+  names; other pairs keep the loader's ratios.
 """
 
 from __future__ import annotations
@@ -46,8 +49,11 @@ TABLE_METRICS: tuple[tuple[str, str, str | None, str | None], ...] = (
 )
 
 
-def interference_from_spec(spec: str, instance: Instance) -> InterferenceModel | None:
+def interference_from_spec(spec: str, instance: Instance, *, warn: bool = True) -> InterferenceModel | None:
     """The interference model named by ``spec`` for ``instance`` (``None``: keep the loader's).
+
+    ``warn``: issue the :class:`~formulation.errors.DuettoWarning` of a pair table whose ratios below 1
+    were clipped (a study's tasks pass ``False``: :func:`check_interference_specs` warned once).
 
     Raises
     ------
@@ -59,6 +65,12 @@ def interference_from_spec(spec: str, instance: Instance) -> InterferenceModel |
     kind = kind.lower()
     if kind == "default":
         return None
+    if kind == "table":
+        from formulation.pair_tables import pair_table_interference, read_pair_table
+
+        if not argument.strip():
+            raise DuettoInputError(f"expected 'table:FILE', got '{spec}'", field="interference")
+        return pair_table_interference(read_pair_table(argument.strip(), warn=warn), instance)
     if kind == "constant":
         try:
             xi = float(argument)
@@ -86,9 +98,22 @@ def interference_from_spec(spec: str, instance: Instance) -> InterferenceModel |
             return cast(InterferenceModel, measured)
         return cast(InterferenceModel, predicted_for_gavel_instance(instance, measured, worker))
     raise DuettoInputError(
-        f"unknown interference '{spec}'; use default, constant:X, gavel[:WORKER] or predicted[:WORKER]",
+        f"unknown interference '{spec}'; use default, constant:X, gavel[:WORKER], predicted[:WORKER] or table:FILE",
         field="interference",
     )
+
+
+def check_interference_specs(specs: Sequence[str]) -> None:
+    """Read every ``table:FILE`` of ``specs`` once, before a study's tasks run: a bad file is reported at
+    once, and the clipping warning is issued here, once, not by every task."""
+    from formulation.pair_tables import read_pair_table
+
+    for spec in specs:
+        kind, _, argument = spec.strip().partition(":")
+        if kind.lower() == "table":
+            if not argument.strip():
+                raise DuettoInputError(f"expected 'table:FILE', got '{spec}'", field="interference")
+            read_pair_table(argument.strip())
 
 
 def predicted_for_gavel_instance(
@@ -195,7 +220,7 @@ def load_replay_instance(task: Mapping[str, Any]) -> Instance:
     from formulation.traces import load_trace
 
     instance = load_trace(task["trace"], task["path"], **dict(task["loader"]))
-    model = interference_from_spec(str(task["interference"]), instance)
+    model = interference_from_spec(str(task["interference"]), instance, warn=False)
     return instance if model is None else instance.replace(interference=model)
 
 
@@ -345,6 +370,7 @@ def run_replay(
 
     for name in study.policies:
         make_policy(name)  # an unknown name fails here, naming the known ones
+    check_interference_specs(study.interference)
     out = Path(out_dir)
     store = RowStore(out / "rows.jsonl")
     tasks = study.tasks()

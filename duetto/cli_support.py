@@ -7,6 +7,7 @@ import json
 import math
 import os
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn, TypeVar
@@ -16,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from formulation.errors import DuettoInputError
+from formulation.errors import DuettoInputError, DuettoWarning
 
 REDIRECTED_WIDTH = 220
 
@@ -47,12 +48,26 @@ def fail(message: str, code: int = EXIT_INPUT_ERROR) -> NoReturn:
 
 def user_errors(func: F) -> F:
     """Turn a :class:`DuettoInputError` raised by a command into a one-line error and exit code 2, and
-    Ctrl-C into ``error: interrupted`` and exit code 130 (no traceback)."""
+    Ctrl-C into ``error: interrupted`` and exit code 130 (no traceback); a :class:`DuettoWarning` is
+    printed as one ``warning:`` line on stderr."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return func(*args, **kwargs)
+            with warnings.catch_warnings():
+                shown = warnings.showwarning
+
+                def show(message: Any, category: type[Warning], *rest: Any, **more: Any) -> None:
+                    # a documented correction of the input: one line, like an error, not Python's format
+                    if issubclass(category, DuettoWarning):
+                        error_console.print(
+                            f"[bold yellow]warning:[/] {escape(str(message))}", highlight=False, soft_wrap=True
+                        )
+                    else:
+                        shown(message, category, *rest, **more)
+
+                warnings.showwarning = show
+                return func(*args, **kwargs)
         except DuettoInputError as error:
             fail(str(error))
         except KeyboardInterrupt:

@@ -337,6 +337,7 @@ def replay(
     gpus_per_node: int | None = None,
     limit: int | None = None,
     capacity: int | None = None,
+    profiles: str | Path | None = None,
     slot: float | None = None,
     restart_cost: float = 0.0,
     large_threshold: int = 4,
@@ -359,9 +360,13 @@ def replay(
         Registered policies (``None``: every registered policy).
     interference
         Variants, each a separate run: ``default`` (the loader's model), ``constant:X``,
-        ``gavel[:WORKER]``, ``predicted[:WORKER]`` (needs the ``predictor`` extra).
+        ``gavel[:WORKER]``, ``predicted[:WORKER]`` (needs the ``predictor`` extra), ``table:FILE`` (a
+        measured pair table, :mod:`formulation.pair_tables`).
     nodes, gpus_per_node, limit, capacity
         Loader options (``None``: the trace's); ``limit`` keeps the first N jobs; ``capacity`` is C.
+    profiles
+        Pollux traces: the folder of ``<application>/`` profiles (default: beside the workload, else
+        the shared copy).
     slot
         Slotted semantics with this Δ (``None``: continuous time, as the papers' simulators).
     restart_cost
@@ -392,6 +397,7 @@ def replay(
         Some task raised.
     """
     from benchmarks.replay import ReplayStudy, run_replay
+    from duetto.commands.trace_options import trace_loader_options
 
     files = [paths] if isinstance(paths, str | Path) else list(paths)
     if not files:
@@ -418,6 +424,7 @@ def replay(
         restart_cost=restart_cost,
         large_threshold=large_threshold,
         bound_time_limit=bound_time_limit,
+        loader_options=trace_loader_options(trace, profiles=None if profiles is None else Path(profiles)),
     )
     if bound_time_limit is not None:
         _positive(bound_time_limit, "bound_time_limit")

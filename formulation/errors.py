@@ -38,3 +38,8 @@ class DuettoInputError(ValueError):
 
 class InfeasibleInstanceError(DuettoInputError):
     """An instance that no schedule can serve (a job larger than the cluster, memory no placement fits)."""
+
+
+class DuettoWarning(UserWarning):
+    """Input that was accepted after a documented correction (e.g. a measured interference ratio below 1
+    clipped to 1); the CLI prints it as one ``warning:`` line."""

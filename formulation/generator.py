@@ -35,6 +35,7 @@ from formulation.errors import DuettoInputError
 from formulation.instance import Instance, Job
 from formulation.interference import HashedPairInterference
 from formulation.speed import Profile, iteration_time
+from formulation.stages import with_derived_stages
 
 DEFAULT_GPU_DEMAND_WEIGHTS: Mapping[int, float] = {1: 0.5, 2: 0.3, 4: 0.15, 8: 0.05}
 BATCH_SIZES: tuple[int, ...] = (32, 64, 128, 256)
@@ -259,7 +260,7 @@ def generate_instance(
         "memory_pressure": float(memory_pressure),
         "capacity": capacity,
     }
-    return Instance(
+    instance = Instance(
         cluster=cluster,
         jobs=tuple(jobs),
         profiles=profiles,
@@ -267,3 +268,5 @@ def generate_instance(
         name=name or f"random-n{num_jobs}-{nodes}x{gpus_per_node}-s{seed}",
         metadata=metadata,
     )
+    # per-stage times from each job's Eq. 1-3 profile, so Muri runs in `duetto gap` (formulation/stages.py)
+    return with_derived_stages(instance)

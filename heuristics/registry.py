@@ -31,6 +31,7 @@ from heuristics.core import Policy
 POLICY_MODULES: tuple[str, ...] = (
     "heuristics.baselines",
     "heuristics.tiresias",
+    "heuristics.peers",
     "heuristics.sjf_bsbf",
     "heuristics.lookahead",
     "heuristics.muri",

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from benchmarks.gap import GapStudy, run_gap_study
 from benchmarks.replay import ReplayStudy, paper_table, run_replay
 from duetto.cli import app
+from formulation.errors import DuettoInputError
 from formulation.paths import shared_data_dir
 
 DATA = shared_data_dir()
@@ -67,14 +68,33 @@ def test_a_replay_of_two_traces_has_all_between_large_and_small(tmp_path: Path) 
         assert cells["All"] == pytest.approx(pooled / 3600.0)
 
 
-def test_gap_console_shows_skipped_rows_with_their_reason(tmp_path: Path) -> None:
-    study = GapStudy(sizes=(4,), policies=("fifo", "muri-s"), seeds=(0,), time_limit=5.0, arrivals=("zero",))
+class _NeedsMore:
+    """A policy that cannot serve the random family (as Muri could not before it had derived stage times)."""
+
+    name = "test-needs-more"
+    preemptive = False
+    round_length = None
+
+    def check_instance(self, instance: object) -> None:
+        raise DuettoInputError("needs per-stage times that this family lacks", field="profiles.stage_times")
+
+    def decide(self, view: object) -> list:  # pragma: no cover - check_instance refuses first
+        return []
+
+
+def test_gap_console_shows_skipped_rows_with_their_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from heuristics import registry
+
+    registry.available_policies()  # built-ins first; the test policy leaves the registry afterwards
+    info = registry.PolicyInfo(_NeedsMore.name, lambda **_: _NeedsMore(), "test only: refuses every instance")
+    monkeypatch.setitem(registry._REGISTRY, _NeedsMore.name, info)
+    study = GapStudy(sizes=(4,), policies=("fifo", _NeedsMore.name), seeds=(0,), time_limit=5.0, arrivals=("zero",))
     outcome = run_gap_study(study, tmp_path, workers=1, progress=False, figures=False)
-    muri = outcome.summary[outcome.summary["method"] == "muri-s"]
-    assert muri["note"].iloc[0].startswith("skipped: ") and "stage" in muri["note"].iloc[0]
+    refused = outcome.summary[outcome.summary["method"] == _NeedsMore.name]
+    assert refused["note"].iloc[0].startswith("skipped: ") and "stage" in refused["note"].iloc[0]
     assert outcome.summary[outcome.summary["method"] == "fifo"]["note"].iloc[0] == ""
-    arguments = ["gap", "--sizes", "4", "--policy", "muri-s", "--seeds", "1", "--arrivals", "zero"]
-    arguments += ["--time-limit", "5", "--out", str(tmp_path), "--no-progress", "--no-figures"]
+    arguments = ["gap", "--sizes", "4", "--policy", _NeedsMore.name, "--seeds", "1", "--arrivals", "zero"]
+    arguments += ["--time-limit", "5", "--out", str(tmp_path), "--no-progress", "--no-figures", "--workers", "1"]
     result = CliRunner().invoke(app, arguments)
     assert result.exit_code == 0, result.output
     assert "skipped: " in result.output and "note" in result.output

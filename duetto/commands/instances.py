@@ -12,6 +12,7 @@ import typer
 from rich.table import Table
 
 from duetto.cli_support import console, fail, print_json, user_errors
+from duetto.commands.trace_options import DURATION_FROM_HELP, trace_loader_options
 from formulation.errors import DuettoInputError
 
 
@@ -26,6 +27,20 @@ class TraceKind(StrEnum):
     gavel = "gavel"
     shockwave = "shockwave"
     pollux = "pollux"
+
+
+INTERFERENCE_HELP = (
+    "interference model: default (the loader's) | constant:X | gavel[:WORKER] | predicted[:WORKER] | "
+    "table:FILE (a measured pair table: victim,other,ratio; isolated/co-located throughputs; Lucid's)"
+)
+
+
+def with_interference(instance: Any, spec: str) -> Any:
+    """``instance`` with the interference model ``spec`` names (``default``: unchanged)."""
+    from benchmarks.replay import interference_from_spec
+
+    model = interference_from_spec(spec, instance)
+    return instance if model is None else instance.replace(interference=model)
 
 
 class SchemaKind(StrEnum):
@@ -166,9 +181,15 @@ def register(app: typer.Typer) -> None:
         gpus_per_node: Annotated[int | None, typer.Option(help="GPUs per server")] = None,
         limit: Annotated[int | None, typer.Option(help="keep only the first N jobs by arrival")] = None,
         capacity: Annotated[int | None, typer.Option(help="jobs per GPU, C (default 2)")] = None,
+        profiles: Annotated[
+            Path | None,
+            typer.Option(help="pollux: folder of <application>/ profiles (default: beside the workload, else shared)"),
+        ] = None,
+        duration_from: Annotated[str | None, typer.Option(help=DURATION_FROM_HELP)] = None,
         allow_implausible: Annotated[
             bool, typer.Option("--allow-implausible", help="keep jobs longer than a year alone (else refused)")
         ] = False,
+        interference: Annotated[str, typer.Option(help=INTERFERENCE_HELP)] = "default",
         output: Annotated[Path, typer.Option("--output", "-o", help="instance JSON to write")] = Path("instance.json"),
         json_output: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
     ) -> None:
@@ -183,6 +204,7 @@ def register(app: typer.Typer) -> None:
             "nodes": nodes,
             "gpus_per_node": gpus_per_node,
             "allow_implausible": allow_implausible,
+            **trace_loader_options(kind.value, profiles=profiles, duration_from=duration_from),
         }
         if capacity is not None:
             if capacity < 1:
@@ -193,6 +215,7 @@ def register(app: typer.Typer) -> None:
                 fail("--limit must be >= 1")
             options["limit"] = limit
         instance = load_trace(kind.value, path, **options)
+        instance = with_interference(instance, interference)
         save_instance(instance, output)
         summary = instance_summary(instance)
         if json_output:

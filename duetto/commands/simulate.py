@@ -10,6 +10,8 @@ import typer
 from rich.table import Table
 
 from duetto.cli_support import console, fail, print_json, user_errors
+from duetto.commands.instances import INTERFERENCE_HELP, with_interference
+from duetto.commands.trace_options import DURATION_FROM_HELP
 from formulation.errors import DuettoInputError
 
 _TRACE_KINDS = ("muri", "tiresias", "gavel", "shockwave", "pollux")
@@ -90,6 +92,11 @@ def register(app: typer.Typer) -> None:
             typer.Option(help=f"read the input as a public trace of this format ({', '.join(_TRACE_KINDS)})"),
         ] = None,
         limit: Annotated[int | None, typer.Option(help="with --trace: the first N jobs by arrival")] = None,
+        profiles: Annotated[
+            Path | None, typer.Option(help="with --trace pollux: folder of <application>/ profiles")
+        ] = None,
+        interference: Annotated[str, typer.Option(help=INTERFERENCE_HELP)] = "default",
+        duration_from: Annotated[str | None, typer.Option(help=DURATION_FROM_HELP)] = None,
     ) -> None:
         """Simulate a policy on an instance; print the metrics (from the validated schedule)."""
         from formulation.io import load_instance, save_schedule
@@ -106,12 +113,20 @@ def register(app: typer.Typer) -> None:
             fail(f"--restart-cost must be a finite number >= 0, got {restart_cost}")
         if limit is not None and (trace is None or limit < 1):
             fail("--limit needs --trace and must be >= 1")
+        if profiles is not None and trace is None:
+            fail("--profiles needs --trace pollux")
+        if duration_from is not None and trace is None:
+            fail("--duration-from needs --trace muri")
         if trace is not None:
+            from duetto.commands.trace_options import trace_loader_options
             from formulation.traces import load_trace
 
-            instance = load_trace(trace, instance_path, **({"limit": limit} if limit else {}))
+            loader = trace_loader_options(trace, profiles=profiles, duration_from=duration_from)
+            loader |= {"limit": limit} if limit else {}
+            instance = load_trace(trace, instance_path, **loader)
         else:
             instance = load_instance(instance_path)
+        instance = with_interference(instance, interference)
         options = _parse_options(option or [])
         try:
             result = run_simulation(

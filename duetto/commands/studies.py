@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from duetto.cli_support import EXIT_INTERRUPTED, console, fail, print_json, user_errors
+from duetto.commands.trace_options import DURATION_FROM_HELP
 from formulation.errors import DuettoInputError
 
 
@@ -397,12 +398,19 @@ def register(app: typer.Typer) -> None:
         policy: Annotated[list[str] | None, typer.Option(help="policy (repeatable; default: every one)")] = None,
         interference: Annotated[
             list[str] | None,
-            typer.Option(help="default | constant:X | gavel[:WORKER] | predicted[:WORKER] (repeatable: a sweep)"),
+            typer.Option(
+                help="default | constant:X | gavel[:WORKER] | predicted[:WORKER] | table:FILE (repeatable: a sweep)"
+            ),
         ] = None,
         nodes: Annotated[int | None, typer.Option(help="servers (default: the trace's cluster)")] = None,
         gpus_per_node: Annotated[int | None, typer.Option(help="GPUs per server")] = None,
         limit: Annotated[int | None, typer.Option(help="keep only the first N jobs")] = None,
         capacity: Annotated[int | None, typer.Option(help="jobs per GPU at most (C)")] = None,
+        profiles: Annotated[
+            Path | None,
+            typer.Option(help="pollux: folder of <application>/ profiles (default: beside the workload, else shared)"),
+        ] = None,
+        duration_from: Annotated[str | None, typer.Option(help=DURATION_FROM_HELP)] = None,
         slot: Annotated[float | None, typer.Option(help="slotted semantics with this Δ (default: continuous)")] = None,
         restart_cost: Annotated[float, typer.Option(help="seconds lost per preemption")] = 0.0,
         large_threshold: Annotated[int, typer.Option(help="jobs with more GPUs than this are large")] = 4,
@@ -422,6 +430,7 @@ def register(app: typer.Typer) -> None:
         """Replay a public trace under chosen policies; print the papers' table (hours; all/large/small)
         and each policy's certified gap to a proven lower bound on average JCT."""
         from benchmarks.replay import ReplayStudy, run_replay
+        from duetto.commands.trace_options import trace_loader_options
 
         if large_threshold < 0:
             fail("--large-threshold must be >= 0")
@@ -443,6 +452,7 @@ def register(app: typer.Typer) -> None:
             slot=slot,
             restart_cost=restart_cost,
             large_threshold=large_threshold,
+            loader_options=trace_loader_options(kind, profiles=profiles, duration_from=duration_from),
             bound_time_limit=bound_time_limit if bound else None,
         )
         with _interrupt_keeps_finished_tasks(out):

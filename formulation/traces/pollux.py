@@ -9,6 +9,9 @@ profiles live in ``profiles/<application>/``:
 * ``scalability.csv`` (num_nodes, num_replicas, local_bsz, step_time, sync_time): 6-64 replicas;
 * ``validation-<batch size>.csv`` (progress, iteration, metric, grad_sqr, grad_var per epoch).
 
+Where the profiles are (:func:`pollux_profiles_root`): ``profiles_dir`` when given, else
+``profiles`` beside the workload's folder, beside the workload, or the shared data copy.
+
 Speed model (Castor Eq. 1-3, which is Pollux's own throughput model) fitted per application with
 ``scipy.optimize.least_squares`` on log step times:
 
@@ -54,7 +57,9 @@ from scipy.optimize import least_squares
 from formulation.errors import DuettoInputError
 from formulation.instance import Instance, Job
 from formulation.interference import ConstantInterference, InterferenceModel
+from formulation.paths import shared_data_dir
 from formulation.speed import Profile
+from formulation.stages import with_derived_stages
 from formulation.traces.common import (
     PathLike,
     build_cluster,
@@ -361,6 +366,39 @@ def _job_profile(fit: PolluxFit, num_replicas: int, memory_per_sample: float) ->
     )
 
 
+def pollux_profiles_root(workload: PathLike, profiles_dir: PathLike | None = None) -> Path:
+    """The folder of ``<application>/`` profiles a workload uses.
+
+    ``profiles_dir`` when given (it must exist); else the first existing of ``profiles`` beside the
+    workload's folder (the artifact's layout: ``workloads*/workload-1.csv`` next to ``profiles/``),
+    ``profiles`` beside the workload itself, and the shared data copy (``pollux/profiles`` under
+    :func:`~formulation.paths.shared_data_dir`), as the Gavel and Shockwave loaders fall back to the
+    shared throughputs. So a workload copied anywhere still loads.
+
+    Raises
+    ------
+    DuettoInputError
+        ``profiles_dir`` is not a folder, or no candidate exists (the message lists where it looked).
+    """
+    if profiles_dir is not None:
+        given = Path(profiles_dir)
+        if not given.is_dir():
+            raise DuettoInputError("Pollux profiles folder not found", source=str(given), field="profiles")
+        return given
+    file = Path(workload)
+    candidates = (file.parent.parent / "profiles", file.parent / "profiles", shared_data_dir() / "pollux" / "profiles")
+    for candidate in candidates:
+        if candidate.is_dir():
+            return candidate
+    raise DuettoInputError(
+        "no Pollux application profiles found (looked in "
+        + ", ".join(str(c) for c in candidates)
+        + "); pass profiles_dir= / --profiles DIR",
+        source=str(file),
+        field="profiles",
+    )
+
+
 def load_pollux(
     path: PathLike,
     *,
@@ -390,7 +428,9 @@ def load_pollux(
     limit
         Keep only the ``limit`` earliest arrivals (ties: file order).
     profiles_dir
-        Folder of ``<application>/`` profiles; default ``profiles`` beside the workload's folder.
+        Folder of ``<application>/`` profiles (``duetto import/replay/simulate --profiles DIR``);
+        default: ``profiles`` beside the workload's folder, else beside the workload, else the
+        shared data copy (:func:`pollux_profiles_root`).
     memory
         ``"max_local_bsz"``: the largest profiled local batch fills the GPU (accumulation modes
         matter); ``"none"``: 0 GiB.
@@ -410,7 +450,7 @@ def load_pollux(
         raise DuettoInputError("no jobs in the workload", source=str(file))
     if limit is not None:
         frame = frame.iloc[earliest(numeric_column(frame, "time", file, nonnegative=True), limit)]
-    profiles_root = Path(profiles_dir) if profiles_dir is not None else file.parent.parent / "profiles"
+    profiles_root = pollux_profiles_root(file, profiles_dir)
     cluster = build_cluster(nodes, gpus_per_node, POLLUX_DEFAULT_CLUSTER, gpu_memory_gib, capacity)
 
     job_ids = text_column(frame, "name", file)
@@ -455,8 +495,10 @@ def load_pollux(
             "file": f"{file.parent.name}/{file.name}",
             "memory": memory,
             "limit": limit,
+            "profiles": str(profiles_root),
             "fit_rms_log_error": {app: [round(f.single_rms, 4), round(f.multi_rms, 4)] for app, f in fits.items()},
             "units": "time s; fitted Eq. 1-3 seconds; iterations from Pollux's progress / efficiency rule",
         },
     )
-    return check_plausible(instance, file, frame_rows(frame), allow=allow_implausible)
+    # per-stage times from the fitted Eq. 1-3 profile, so Muri can group these jobs (formulation/stages.py)
+    return check_plausible(with_derived_stages(instance), file, frame_rows(frame), allow=allow_implausible)

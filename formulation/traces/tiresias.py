@@ -15,6 +15,7 @@ from pathlib import Path
 from formulation.instance import Instance, Job
 from formulation.interference import ConstantInterference, InterferenceModel
 from formulation.speed import Profile
+from formulation.stages import with_derived_stages
 from formulation.traces.common import (
     PathLike,
     ProfileNamer,
@@ -125,4 +126,5 @@ def load_tiresias(
             "units": "seconds; iteration time = duration / iterations; batch size unknown (1)",
         },
     )
-    return check_plausible(instance, file, frame_rows(frame), allow=allow_implausible)
+    # per-stage times from the measured iteration time, so Muri can group these jobs (formulation/stages.py)
+    return check_plausible(with_derived_stages(instance), file, frame_rows(frame), allow=allow_implausible)
