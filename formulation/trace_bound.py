@@ -62,7 +62,7 @@ SPLIT_CELLS = 1_000_000
 COARSE_CUT_SHARE = 0.25
 #: Cells per second of time left for the split LP with joint time caps (interior point: 15-40 s at
 #: 210,000-230,000 cells on one core).
-JOINT_CELLS_PER_SECOND = 6_000
+JOINT_CELLS_PER_SECOND = 4_500
 
 
 @dataclass(frozen=True)

@@ -30,9 +30,11 @@ and validator are optimistic for such groups — a known modelling simplificatio
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 import numpy as np
@@ -185,6 +187,18 @@ class GroupingCache:
         self.max_matchings = max_matchings
         self.hits = 0
         self.misses = 0
+        self.keys: list[Hashable] = []
+        self._forbidden: Callable[[Hashable, Hashable], bool] | None = None
+        self._forbidden_token: object = None
+
+    def forbid(self, token: object, forbidden: Callable[[Hashable, Hashable], bool] | None) -> None:
+        """Pairs of item keys that may not share a GPU (``forbidden(a, b)``); a merge holding such a
+        pair is not an edge. ``token`` names the instance: a new one clears what was memoised."""
+        if token is not self._forbidden_token:
+            self._merge.clear()
+            self.matchings.clear()
+            self._forbidden_token = token
+        self._forbidden = forbidden
 
     def class_id(self, item: GroupingItem) -> int:
         key = (item.stage_times, item.memory_gib, item.key)
@@ -194,6 +208,7 @@ class GroupingCache:
             self.class_ids[key] = value
             self.profiles.append(item.stage_times)
             self.memory.append(item.memory_gib)
+            self.keys.append(item.key)
         return value
 
     def gamma(self, profiles: Iterable[StageTimes]) -> float:
@@ -208,7 +223,7 @@ class GroupingCache:
         self, first: tuple[int, ...], second: tuple[int, ...], max_group_size: int, memory_limit: float | None
     ) -> float | None:
         """``γ`` of merging two nodes (tuples of class ids), or ``None`` if the merge is not allowed
-        (too many jobs, or their memory exceeds ``memory_limit``)."""
+        (too many jobs, their memory exceeds ``memory_limit``, or two of them may not share: :meth:`forbid`)."""
         key = (first, second, max_group_size, memory_limit)
         try:
             return self._merge[key]
@@ -216,8 +231,14 @@ class GroupingCache:
             pass
         members = first + second
         value: float | None
-        if len(members) > max_group_size or (
-            memory_limit is not None and sum(self.memory[c] for c in members) > memory_limit + 1e-9
+        forbidden = self._forbidden
+        if (
+            len(members) > max_group_size
+            or (memory_limit is not None and sum(self.memory[c] for c in members) > memory_limit + 1e-9)
+            or (
+                forbidden is not None
+                and any(forbidden(self.keys[a], self.keys[b]) for a, b in itertools.combinations(members, 2))
+            )
         ):
             value = None
         else:
@@ -410,6 +431,12 @@ def multi_round_grouping(
 
 
 # --- priorities -----------------------------------------------------------------------------------------
+
+
+def _pair_forbidden(instance: Instance, first: Hashable, second: Hashable) -> bool:
+    """Whether two profiles (by name) may not share a GPU: a ratio undefined either way."""
+    a, b = instance.profiles[str(first)], instance.profiles[str(second)]
+    return instance.interference.ratio(a, b) is None or instance.interference.ratio(b, a) is None
 
 
 def srsf_priority(remaining_seconds: float, num_gpus: int) -> float:
@@ -940,6 +967,9 @@ class MuriPolicy(RoundBasedPolicy):
             )
             for job_id in selected
         ]
+        instance = facts.instance
+        # Muri's own simulator knows no forbidden pairs; measured tables (Gavel) have them
+        self.cache.forbid(instance, partial(_pair_forbidden, instance))
         groups = bucket_grouping(
             items,
             max_group_size=cap,

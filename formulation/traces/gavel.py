@@ -41,6 +41,7 @@ from formulation.instance import Instance, Job
 from formulation.interference import InterferenceModel, TableInterference
 from formulation.paths import shared_data_dir
 from formulation.speed import Profile
+from formulation.stages import with_derived_stages
 from formulation.traces.common import (
     PathLike,
     build_cluster,
@@ -347,7 +348,7 @@ def build_gavel_instance(
     if interference is None:
         table = gavel_interference_table(worker_type, pairwise)
         interference = expand_to_profiles(table, profile_types)
-    return Instance(
+    instance = Instance(
         cluster=cluster,
         jobs=tuple(jobs),
         profiles=profiles,
@@ -355,6 +356,8 @@ def build_gavel_instance(
         name=name,
         metadata={**metadata, "extrapolated_throughputs": extrapolated, "worker_type": worker_type},
     )
+    # per-stage times for Muri (docs/model.md); the measured pair table keeps the ratios
+    return with_derived_stages(instance)
 
 
 def load_gavel(
