@@ -16,24 +16,30 @@ smallest ratio to any job it may share with (memory, both ratios defined). So
 ``A_j = G_j·p_j·min_{k ≤ C} ξ_j^{(k−1)}/k`` (``ξ^{(0)} = 1``). The cluster delivers at most ``#GPUs``
 GPU-seconds per second, and a job progresses at most at rate ``1/p_j``.
 
-* **Interval LP** (the bound, by Lagrangian duality). Time is cut into intervals ``[τ_{t−1}, τ_t)``
-  at every arrival plus a refinement, and a last interval without end. ``x_{jt}`` is the share of job
-  ``j``'s work done in interval ``t``: ``Σ_t x_{jt} = 1``; ``x_{jt} = 0`` before ``r_j``;
-  ``x_{jt}·p_j ≤ τ_t − τ_{t−1}`` (no faster than alone); ``Σ_j A_j·x_{jt} ≤ #GPUs·(τ_t − τ_{t−1})``.
-  A job's *mean busy time* is at least ``Σ_t x_{jt}·τ_{t−1}``, and because its rate is capped its
+* **Interval LP** (by Lagrangian duality). Time is cut into intervals ``[τ_t, τ_{t+1})`` at the
+  arrivals plus a refinement, and a last interval without end. ``x_{jt}`` is the share of job ``j``'s
+  work done in interval ``t``: ``Σ_t x_{jt} = 1``; nothing before the interval ``r_j`` falls in;
+  ``x_{jt}·p_j ≤ τ_{t+1} − τ_t`` (no faster than alone); ``Σ_j A_j·x_{jt} ≤ #GPUs·(τ_{t+1} − τ_t)``.
+  A job's *mean busy time* is at least ``Σ_t x_{jt}·τ_t``, and because its rate is capped its
   completion is at least that plus ``p_j/2`` (Goemans' single-machine argument). Minimise the sum.
-* **The certificate** is the Lagrangian function of that LP with the capacity rows priced by
-  ``λ_t ≥ 0``: each job then solves a fractional knapsack over its intervals (cheapest first),
-  computed exactly here in floating point. Any ``λ ≥ 0`` gives a valid bound, so the number reported
-  does not rest on the LP solver's tolerances, and a solve stopped by the time limit still certifies
-  what its prices give (or what a subgradient ascent reaches when the LP is too large to start).
+  For ``C = 2``, **pairing cuts** (:func:`_separate`): per interval, weights ``v_c ≤ 1`` per class
+  with ``v_c/ξ_{c|d} + v_d/ξ_{d|c} ≤ 1`` for every pair of classes that may share give the valid
+  row ``Σ_j v_{c(j)}·G_j·p_j·x_{jt} ≤ #GPUs·|I_t|``; violated ones are added and the LP re-solved.
+  The **certificate** is the Lagrangian function with the capacity rows priced by ``λ ≥ 0``: each job
+  then solves a fractional knapsack over its intervals, computed exactly here, so the number does
+  not rest on the LP solver's tolerances, and a stopped solve still certifies what its prices give
+  (a subgradient ascent continues where the LP could not finish).
+* **Split LP** (:func:`split_lp_bound`): work done alone and work done sharing apart, the second
+  slower and cheaper, with the completion-time price of sharing (``p_j·(ξ_j − 1)·V_j²/2`` for a
+  job sharing a fraction ``V_j``); certified by :func:`safe_lp_bound` from any duals.
 * **Order statistics** (always computed, costs ``O(n log n)``): the ``k``-th completion in any schedule
   is at least the ``k``-th smallest ``r_j + p_j`` and at least the ``k``-th completion of SRPT on one
   machine of speed ``#GPUs`` processing the areas (Chekuri, Motwani, Natarajan & Stein 2001): the sum
-  over ``k`` of the larger of the two. The reported bound is the larger total.
+  over ``k`` of the larger of the two.
 
-The bound ignores that partners must be present at the same time, gang fragmentation and placement;
-that is where its slack is (docs/oracle.md measures it against the policies).
+The reported bound is the largest of them. It ignores that partners must be present together on the
+same GPUs, that gangs need all their GPUs at once (the relaxation lets them time-slice perfectly) and
+placement; that is where its slack is (docs/oracle.md measures it against the policies).
 """
 
 from __future__ import annotations
