@@ -87,9 +87,15 @@ COLUMNS = [
     "columns",
     "search_nodes",
     "valid",
+    # branch-and-price (--solver bnp)
+    "tree_nodes",
+    "tree_leaf_checks",
+    "tree_root_slots",
 ]
 """The scaling CSV's columns. ``nodes`` is the cluster's node count; ``search_nodes`` the solver's
-branch-and-bound nodes (HiGHS) or branches (CP-SAT)."""
+branch-and-bound nodes (HiGHS) or branches (CP-SAT); ``tree_*`` the branch-and-price tree's nodes, leaf
+checks and root bound (slots) with ``--solver bnp`` (``portfolio`` runs the tree too, without leaf
+checks)."""
 
 
 def parse_shape(text: str) -> tuple[int, int]:
@@ -173,7 +179,8 @@ def run_one(
         time_limit=time_limit,
         slot=slot,
         objective=objective,
-        options={"threads": threads, "num_workers": threads},
+        # branch-and-price: its tree takes one of the threads, CP-SAT beside it the others
+        options={"threads": threads, "num_workers": max(1, threads - 1) if solver == "bnp" else threads},
         lane_bound=lane_bound,
     )
     wall = time.perf_counter() - began
@@ -204,6 +211,9 @@ def run_one(
         "lane_bound": math.nan if lanes.get("bound_seconds") is None else lanes["bound_seconds"],
         "lane_bound_status": lanes.get("status", "off"),
         "lane_bound_rounds": lanes.get("rounds", math.nan),
+        "tree_nodes": lanes.get("nodes", math.nan),
+        "tree_leaf_checks": lanes.get("leaf_checks", math.nan),
+        "tree_root_slots": math.nan if lanes.get("root_slots") is None else float(lanes["root_slots"]),
         "build_seconds": round(result.build_seconds, 3),
         "solve_seconds": round(result.solve_seconds, 3),
         "wall_seconds": round(wall, 3),

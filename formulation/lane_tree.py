@@ -36,6 +36,7 @@ from formulation.discretize import SlottedProblem
 from formulation.lanes import (
     DEFAULT_MAX_LANE_STATES,
     DEFAULT_SMOOTHING,
+    Duals,
     LaneData,
     Window,
     _column_generation,
@@ -47,6 +48,8 @@ from formulation.lanes import (
     single_job_lanes,
 )
 
+MAX_CENTERS = 5_000
+"""Open nodes that keep their parent's duals (two slot-by-job arrays each) to start from."""
 BOUND_TOLERANCE = 1e-6
 """Below a whole number of slots by less than this, a bound counts as that number (LP tolerances)."""
 
@@ -81,6 +84,8 @@ class LaneTreeBound:
     open_nodes: int = 0
     depth: int = 0
     seconds: float = 0.0
+    leaf_checks: int = 0
+    leaves_closed: int = 0
 
     @property
     def proven(self) -> bool:
@@ -95,8 +100,95 @@ class LaneTreeBound:
             "nodes": self.nodes,
             "open_nodes": self.open_nodes,
             "depth": self.depth,
+            "leaf_checks": self.leaf_checks,
+            "leaves_closed": self.leaves_closed,
             "seconds": round(self.seconds, 3),
         }
+
+
+@dataclass(frozen=True)
+class LeafVerdict:
+    """What an exact check of one node's region found (:data:`LeafCheck`).
+
+    Attributes
+    ----------
+    status
+        ``"optimal"``: ``value`` is the region's optimum (its schedule was offered as an incumbent);
+        ``"infeasible"``: no schedule of the region reaches the cutoff (the node is pruned);
+        ``"open"``: the check stopped first; ``value`` is a lower bound for the region (or ``nan``).
+    value
+        Slots, as above.
+    """
+
+    status: str
+    value: float = math.nan
+
+
+Region = list[tuple[int, int | None, int, int | None]]
+"""Per job (canonical order): ``(s_lo, s_hi, e_lo, e_hi)`` on its start and exclusive end slot, ``None``
+where the node does not bound that side (see :func:`node_region`)."""
+
+LeafCheck = Callable[[Region, int, float], LeafVerdict]
+"""An exact check of a node: ``check(region, cutoff, seconds)`` looks for the best schedule of the
+region with objective at most ``cutoff`` (slots) within ``seconds`` (e.g. CP-SAT with the windows as
+domains, in its own process)."""
+
+
+def node_region(window: Window, data: LaneData) -> Region:
+    """The schedules a node stands for, as bounds on starts and ends.
+
+    The lanes only see slots up to the cut; a job that may end past it (``can_be_late``) is the master's
+    "late" mass, whatever its start. So the root window's upper ends are no bound for such a job, and a
+    child keeps that while its upper end is still the root's (it is the right-most piece of every split):
+    the regions of a node's children then partition the node's region."""
+    root = data.window()
+    region: Region = []
+    for j in range(data.n):
+        late = bool(data.can_be_late[j])
+        s_hi = int(window.start_hi[j])
+        e_hi = int(window.end_hi[j])
+        region.append(
+            (
+                int(window.start_lo[j]),
+                None if late and s_hi >= int(root.start_hi[j]) else s_hi,
+                int(window.end_lo[j]),
+                None if late and e_hi >= int(root.end_hi[j]) else e_hi,
+            )
+        )
+    return region
+
+
+def _window_split(master: _Master, values: np.ndarray, window: Window) -> tuple[Window, ...] | None:
+    """Split a node whose LP has every start and end at one slot but whose check did not decide it: the
+    job with the widest start (then end) window, weighted by its GPUs, into the slots before its LP
+    slot, that slot, and the slots after (the middle of the window where the LP has none of it)."""
+    data = master.data
+    for kind in ("start", "end"):
+        lo = window.start_lo if kind == "start" else window.end_lo
+        hi = window.start_hi if kind == "start" else window.end_hi
+        columns = master.start_col if kind == "start" else master.end_col
+        widths = (hi - lo) * data.num_gpus
+        job = int(np.argmax(widths))
+        if widths[job] <= 0:
+            continue
+        first, last = int(lo[job]), int(hi[job])
+        slots = np.nonzero(columns[job] >= 0)[0]
+        slots = slots[(slots >= first) & (slots <= last)]
+        mass = values[columns[job][slots]] if slots.size else np.zeros(0)
+        at = int(slots[int(np.argmax(mass))]) if slots.size and float(mass.max()) > 1e-9 else (first + last) // 2
+        pieces = [(first, at - 1), (at, at), (at + 1, last)]
+        children = []
+        for a, b in pieces:
+            if a > b:
+                continue
+            new_lo, new_hi = lo.copy(), hi.copy()
+            new_lo[job], new_hi[job] = a, b
+            if kind == "start":
+                children.append(replace(window, start_lo=new_lo, start_hi=new_hi))
+            else:
+                children.append(replace(window, end_lo=new_lo, end_hi=new_hi))
+        return tuple(children)
+    return None
 
 
 @dataclass(order=True)
@@ -105,6 +197,7 @@ class _Node:
     serial: int
     window: Window = field(compare=False)
     depth: int = field(compare=False)
+    center: Duals | None = field(default=None, compare=False)  # the parent's best duals
 
 
 def _spread(columns: np.ndarray, values: np.ndarray, lo: int, hi: int) -> tuple[float, int] | None:
@@ -162,6 +255,10 @@ def lane_tree_bound(
     cancel: threading.Event | None = None,
     on_bound: Callable[[float], bool] | None = None,
     max_states: int = DEFAULT_MAX_LANE_STATES,
+    incumbent_value: Callable[[], float] | None = None,
+    leaf_check: LeafCheck | None = None,
+    leaf_seconds: float = 10.0,
+    check_depth: int | None = None,
 ) -> LaneTreeBound:
     """A lower bound on ``Σ_j E_j`` (slots) by branch-and-bound over the lane relaxation (module
     docstring).
@@ -182,6 +279,21 @@ def lane_tree_bound(
         Set to stop after the current node.
     on_bound
         Called with each improved global bound; returning ``False`` stops the search.
+    incumbent_value
+        The best objective known now (slots), asked before each node: schedules found elsewhere (a
+        solver beside the tree, a leaf check) prune at once.
+    leaf_check
+        An exact check for nodes whose LP has every start and end at one slot (the lane LP's own slack
+        is then all that is left, and branching on its distributions cannot remove it): it solves the
+        node's region (:func:`node_region`) with the objective cut off below the incumbent, in at most
+        ``leaf_seconds``. Decided, the node closes; undecided, it is split on a job's window
+        (:func:`_window_split`) with the check's bound, so that every node is eventually decided and
+        the tree closes. Without it such nodes stay open (status ``"open"``).
+    check_depth
+        With ``leaf_check``, also check nodes this deep (default: the number of jobs), so that CP-SAT
+        takes over subtrees small enough for it. The depth adapts: a check that ends within a quarter
+        of its time moves it one level up, one that stops moves it two levels down. Each check gets
+        ``leaf_seconds`` at most and a quarter of the time left.
     """
     began = time.perf_counter()
     deadline = began + time_limit
@@ -205,7 +317,8 @@ def lane_tree_bound(
     heap: list[_Node] = [_Node(-math.inf, 0, data.window(), 0)]
     leaves: list[float] = []  # bounds of nodes that cannot be split
     serial = 1
-    nodes = depth = 0
+    nodes = depth = checks = closed = 0
+    check_depth = data.n if check_depth is None else max(0, int(check_depth))
     root = math.nan
     status = "optimal"
     reported = -math.inf
@@ -229,13 +342,23 @@ def lane_tree_bound(
         if nodes >= max_nodes:
             status = "node_limit"
             break
+        if incumbent_value is not None:
+            best_known = min(best_known, float(incumbent_value()))
         node = heapq.heappop(heap)
         if prune_value(node.bound):
             continue
         master.restrict(node.window)
         pricer.restrict(node.window)
         outcome = _column_generation(
-            master, pricer, deadline=deadline, want=want, smoothing=smoothing, max_rounds=node_rounds, cancel=cancel
+            master,
+            pricer,
+            deadline=deadline,
+            want=want,
+            smoothing=smoothing,
+            max_rounds=node_rounds,
+            cancel=cancel,
+            center=node.center,
+            enough=best_known - 1.0 + 2 * BOUND_TOLERANCE,  # a bound this high prunes the node
         )
         nodes += 1
         depth = max(depth, node.depth)
@@ -243,16 +366,52 @@ def lane_tree_bound(
         if nodes == 1:
             root = bound
         if outcome.status in ("time_limit", "cancelled"):
-            heapq.heappush(heap, _Node(bound, node.serial, node.window, node.depth))  # still open
+            heapq.heappush(heap, _Node(bound, node.serial, node.window, node.depth, node.center))  # still open
             status = outcome.status
             break
         if not prune_value(bound):
-            split = None if outcome.values is None else _children(master, outcome.values, node.window)
+            split: tuple[Window, ...] | None = (
+                None if outcome.values is None else _children(master, outcome.values, node.window)
+            )
+            must_check = split is None
+            if leaf_check is not None and outcome.values is not None and (must_check or node.depth >= check_depth):
+                budget = min(leaf_seconds, 0.25 * (deadline - time.perf_counter()))
+                check_began = time.perf_counter()
+                verdict = (
+                    leaf_check(node_region(node.window, data), math.ceil(best_known - 1e-9) - 1, budget)
+                    if budget > 0.05
+                    else LeafVerdict("open")
+                )
+                checks += 1
+                # checks that end quickly move up the tree (bigger regions); ones that stop move down
+                if verdict.status == "open":
+                    check_depth += 2
+                elif time.perf_counter() - check_began < 0.25 * budget:
+                    check_depth = max(1, check_depth - 1)
+                if incumbent_value is not None:
+                    best_known = min(best_known, float(incumbent_value()))
+                if verdict.status == "infeasible":
+                    closed += 1
+                    split = ()
+                elif verdict.status == "optimal":
+                    closed += 1
+                    split = ()
+                    if not prune_value(verdict.value):  # its schedule was not taken: keep the value as a bound
+                        leaves.append(verdict.value)
+                else:
+                    if math.isfinite(verdict.value):
+                        bound = max(bound, verdict.value)
+                    if prune_value(bound):
+                        split = ()
+                    elif must_check:
+                        split = _window_split(master, outcome.values, node.window)
             if split is None:
                 leaves.append(bound)
             else:
+                # children start their smoothing at this node's best duals (bounded memory: not in a huge tree)
+                center = outcome.center if len(heap) < MAX_CENTERS else None
                 for child in split:
-                    heapq.heappush(heap, _Node(bound, serial, child, node.depth + 1))
+                    heapq.heappush(heap, _Node(bound, serial, child, node.depth + 1, center))
                     serial += 1
         current = global_bound()
         if current > reported:
@@ -271,5 +430,7 @@ def lane_tree_bound(
         nodes=nodes,
         open_nodes=len(heap) + len(leaves),
         depth=depth,
+        leaf_checks=checks,
+        leaves_closed=closed,
         seconds=time.perf_counter() - began,
     )

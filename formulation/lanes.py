@@ -333,6 +333,7 @@ class _Master:
             col_rows.append([])
             return len(costs) - 1
 
+        self.job_artificials: list[int] = []
         self.start_row = np.full((n, horizon + 1), -1, dtype=np.int64)
         self.start_col = np.full((n, horizon + 1), -1, dtype=np.int64)
         self.end_row = np.full((n, horizon + 1), -1, dtype=np.int64)
@@ -342,6 +343,13 @@ class _Master:
             simplex_start = new_row(1.0, 1.0)
             simplex_end = new_row(1.0, 1.0)
             g = float(data.num_gpus[j])
+            if artificial_cost is not None:
+                # the job covered at a price no real choice reaches: a node whose windows leave the pool
+                # no lane for the job still solves, and its duals price such lanes in (big-M phase one,
+                # in place of Farkas pricing); the Lagrangian bound never counts these columns
+                c = new_col(artificial_cost)
+                col_rows[c] += [(simplex_start, 1.0), (simplex_end, 1.0)]
+                self.job_artificials.append(c)
             for s in range(int(data.release[j]), int(data.last_start[j]) + 1):
                 self.start_row[j, s] = row = new_row(0.0, 0.0)
                 self.start_col[j, s] = c = new_col(0.0)
@@ -352,6 +360,8 @@ class _Master:
                 self.end_col[j, e] = c = new_col(float(e))
                 col_rows[c] += [(simplex_end, 1.0), (row, -g)]
             self.progress_row[j] = new_row(g * float(data.work[j]), inf)
+            if artificial_cost is not None:
+                col_rows[self.job_artificials[-1]].append((int(self.progress_row[j]), g * data.work[j]))
             if data.can_be_late[j]:
                 c = new_col(float(data.late_cost[j]), 1.0)
                 col_rows[c] += [(simplex_start, 1.0), (simplex_end, 1.0), (int(self.progress_row[j]), g * data.work[j])]
@@ -942,6 +952,7 @@ class _Generation:
     master_seconds: float
     history: list[tuple[float, float, float]]
     values: np.ndarray | None
+    center: Duals | None = None  # the duals of the best bound
 
 
 def _column_generation(
@@ -954,13 +965,28 @@ def _column_generation(
     max_rounds: int,
     cancel: threading.Event | None = None,
     on_bound: Callable[[_Generation], bool] | None = None,
+    center: Duals | None = None,
+    enough: float = math.inf,
 ) -> _Generation:
     """Column generation on the master as it is (its columns, bounds and windows) until its LP optimum,
     the deadline, ``max_rounds`` or ``cancel``: Wentges smoothing, and the exact Lagrangian bound after
-    every pricing (the best one is ``best``)."""
+    every pricing (the best one is ``best``).
+
+    ``center`` (e.g. a branch-and-bound parent's best duals) is priced first, under this master's
+    windows, and starts the smoothing there; the generation stops (status ``"enough"``) once the bound
+    reaches ``enough`` (a node that the incumbent prunes needs no more rounds)."""
     began = time.perf_counter()
     outcome = _Generation(-math.inf, "max_rounds", math.nan, 0, 0.0, 0.0, [], None)
-    center: Duals | None = None
+    if center is not None and deadline > time.perf_counter():
+        tick = time.perf_counter()
+        top, _ = pricer.price(center, 0)
+        outcome.pricing_seconds += time.perf_counter() - tick
+        outcome.best = master.lagrangian(center, top)
+        outcome.center = center
+        if outcome.best >= enough:
+            outcome.status = "enough"
+            return outcome
+    center = outcome.center
     last_round = 0.0
     while outcome.rounds < max_rounds:
         if cancel is not None and cancel.is_set():
@@ -992,15 +1018,18 @@ def _column_generation(
             bound = master.lagrangian(point, top)
             if bound > outcome.best:
                 outcome.best, center = bound, point
+                outcome.center = center
                 if on_bound is not None and not on_bound(outcome):
                     outcome.status = "stopped"
+                if outcome.best >= enough:
+                    outcome.status = "enough"
             entering = [lane for lane in lanes if -rho - master.lane_value(lane, duals) < -PRICING_TOLERANCE]
-            if entering or weight == 0.0 or outcome.status == "stopped":
+            if entering or weight == 0.0 or outcome.status in ("stopped", "enough"):
                 break
             weight = 0.0
         outcome.history.append((time.perf_counter() - began, outcome.master_value, outcome.best))
         last_round = time.perf_counter() - round_began
-        if outcome.status == "stopped":
+        if outcome.status in ("stopped", "enough"):
             break
         if outcome.best >= outcome.master_value - PRICING_TOLERANCE * max(1.0, abs(outcome.master_value)):
             outcome.status = "optimal"

@@ -55,6 +55,7 @@ from formulation.discretize import (
 from formulation.errors import DuettoInputError, InfeasibleInstanceError
 from formulation.instance import Instance
 from formulation.interference import TableInterference
+from formulation.lane_tree import LaneTreeBound, LeafVerdict, Region, lane_tree_bound
 from formulation.lanes import LaneBound, expected_lane_seconds, lane_skip_reason
 from formulation.lanes import lane_bound as solve_lane_bound
 from formulation.relaxation import RelaxationBound, refined_coupled_bound
@@ -356,9 +357,11 @@ class _WorkerProcess:
         tracker: _Tracker,
         hard_deadline: float,
         on_progress: Callable[[], None] | None,
+        stop: Callable[[], bool] | None = None,
     ) -> bool:
-        """Send one payload and follow it until its final message or ``hard_deadline`` (``time.time()``).
-        Returns True when the deadline passed (the caller must then :meth:`kill` this worker)."""
+        """Send one payload and follow it until its final message, ``hard_deadline`` (``time.time()``) or
+        ``stop()`` (e.g. a bound from elsewhere proved the incumbent optimal). Returns True when it was
+        not followed to its end (the caller must then :meth:`kill` this worker)."""
         try:
             self.sender.send(payload)
         except (BrokenPipeError, OSError):
@@ -366,7 +369,8 @@ class _WorkerProcess:
             return False
         while True:
             now = time.time()
-            if now >= hard_deadline:
+            # stop() counts once the backend has built its model: a missing solver is still reported
+            if now >= hard_deadline or (stop is not None and tracker.built is not None and stop()):
                 return True
             try:
                 ready = self.receiver.poll(min(0.2, max(0.0, hard_deadline - now)))
@@ -459,7 +463,9 @@ def solve(
     instance
         The instance.
     solver
-        ``"cpsat"``, ``"highs"`` or ``"pyomo:NAME"`` (any solver Pyomo knows).
+        ``"cpsat"``, ``"highs"``, ``"portfolio"`` (both at once), ``"bnp"`` (branch-and-price: the lane
+        tree with CP-SAT as primal heuristic and leaf check; ``options={"primal": False}`` runs the
+        tree alone) or ``"pyomo:NAME"`` (any solver Pyomo knows).
     time_limit
         Wall seconds for discretizing, the warm start and the solve together; enforced from outside
         the solver (the result comes back within about 5 % of it).
@@ -546,7 +552,7 @@ def solve(
         if spec.name == "portfolio":
             return _run_portfolio(payload, tracker, hard, on_progress)
         worker = _WorkerProcess()
-        return worker.run(payload, tracker, hard, on_progress)
+        return worker.run(payload, tracker, hard, on_progress, stop=lambda: _proven_optimal(tracker))
 
     try:
         return _solve_one(instance, slot, settings, runner, progress)
@@ -822,22 +828,45 @@ def _solve_one(
         "deadline": deadline - margin,
         "options": dict(settings.options or {}),
     }
+    branch_and_price = spec.name == "bnp"
+    leaf_checker: _LeafChecker | None = None
+    primal = True
+    if branch_and_price:
+        # CP-SAT beside the tree is its primal heuristic: one worker, the other core is the tree's
+        options = cast(dict[str, Any], payload["options"])
+        primal = bool(options.pop("primal", True))
+        options.setdefault("num_workers", 1)
+        leaf_checker = _LeafChecker(payload, tracker, deadline + grace)
     relaxation = None
-    if settings.coupled_bound or settings.lane_bound:
+    if settings.coupled_bound or settings.lane_bound or branch_and_price:
         relaxation = _Relaxations(
-            problem, tracker, deadline - margin, coupled=settings.coupled_bound, lanes=settings.lane_bound
+            problem,
+            tracker,
+            deadline - margin,
+            coupled=settings.coupled_bound,
+            lanes=settings.lane_bound or branch_and_price,
+            tree=branch_and_price or spec.name == "portfolio",
+            leaf_check=leaf_checker,
         )
     try:
-        if time.time() < deadline - margin:
+        if time.time() < deadline - margin and not primal and relaxation is not None:
+            killed = _follow_tree(relaxation, tracker, deadline + grace, lambda: report_progress("solving"))
+        elif time.time() < deadline - margin:
             killed = runner(payload, tracker, deadline + grace, lambda: report_progress("solving"))
         else:
             killed = True  # building alone used the time: return the warm start
     except BaseException:
         if relaxation is not None:
             relaxation.cancel.set()  # an interrupted solve (Ctrl+C, a failure) does not wait for its bound
+        if leaf_checker is not None:
+            leaf_checker.close()
         raise
     if relaxation is not None:
         relaxation.finish(deadline + grace)
+    if leaf_checker is not None:
+        leaf_checker.close()
+        if tracker.lanes is not None:
+            tracker.lanes["leaf_check_seconds"] = round(leaf_checker.seconds, 3)
     wall = time.perf_counter() - began_perf
     report_progress("done")
     if tracker.failure is not None and tracker.failure[0] == "unavailable":
@@ -845,6 +874,19 @@ def _solve_one(
     if tracker.failure is not None and tracker.failure[0] == "input_error":
         raise DuettoInputError(tracker.failure[1])
     return _result(spec, problem, tracker, killed, parent_build, wall, objective)
+
+
+def _follow_tree(
+    relaxation: _Relaxations, tracker: _Tracker, hard_deadline: float, on_progress: Callable[[], None]
+) -> bool:
+    """Branch-and-price without the CP-SAT primal heuristic (``options={"primal": False}``: the tree and
+    its leaf checks alone, e.g. to measure them): wait for the tree. True if the deadline stopped it."""
+    while relaxation.thread.is_alive():
+        if time.time() >= hard_deadline:
+            return True
+        relaxation.thread.join(min(0.2, max(0.0, hard_deadline - time.time())))
+        on_progress()
+    return False
 
 
 def _proven_optimal(tracker: _Tracker) -> bool:
@@ -856,6 +898,69 @@ def _proven_optimal(tracker: _Tracker) -> bool:
 
 COUPLED_SHARE = 0.5
 """With both relaxations on, the share of the bound thread's time the coupled LP gets before the lanes."""
+TREE_COUPLED_SHARE = 0.3
+"""Branch-and-price (``bnp``): the share the coupled LP gets before the tree (its bound stands beside
+the tree's; the tree is what can prove optimality)."""
+LEAF_SECONDS = 10.0
+"""Branch-and-price: seconds at most for one leaf's exact check before the leaf is split on a window."""
+
+
+class _LeafChecker:
+    """Branch-and-price's exact check of a leaf (:data:`formulation.lane_tree.LeafCheck`): CP-SAT on the
+    node's region with the objective cut off below the incumbent, one search worker, in a worker process
+    of its own (OR-Tools cannot share the parent's process with highspy), kept for the next leaf. Every
+    schedule it finds is offered to the solve's tracker (validated there like the solver's own)."""
+
+    def __init__(self, payload: dict[str, Any], tracker: _Tracker, hard_deadline: float) -> None:
+        self.payload = payload
+        self.tracker = tracker
+        self.hard_deadline = hard_deadline
+        self.worker: _WorkerProcess | None = None
+        self.seconds = 0.0
+        self._lock = threading.Lock()  # close() from the parent's thread while a check runs on the tree's
+        self._closed = False
+
+    def __call__(self, region: Region, cutoff: int, seconds: float) -> LeafVerdict:
+        began = time.perf_counter()
+        try:
+            return self._check(region, cutoff, seconds)
+        finally:
+            self.seconds += time.perf_counter() - began
+
+    def _check(self, region: Region, cutoff: int, seconds: float) -> LeafVerdict:
+        with self._lock:
+            if self._closed:
+                return LeafVerdict("open")
+            if self.worker is None:
+                self.worker = _WorkerProcess()
+            worker = self.worker
+        deadline = min(time.time() + seconds, self.hard_deadline)
+        options = {**self.payload["options"], "num_workers": 1, "windows": region, "cutoff": cutoff}
+        payload = dict(self.payload, use_warm_start=False, deadline=deadline, options=options)
+        leaf = _Tracker(self.tracker.problem, self.tracker.best, math.inf, -math.inf)
+        killed = worker.run(payload, leaf, min(self.hard_deadline, deadline + 2.0), None)
+        if killed or leaf.failure is not None or leaf.done is None:
+            with self._lock:
+                worker.kill()
+                self.worker = None
+            return LeafVerdict("open")
+        if leaf.incumbents:
+            self.tracker.offer(leaf.best, leaf.best_model_value)
+        status, objective, bound = leaf.done[1], leaf.done[3], leaf.done[4]
+        if status == SolveStatus.OPTIMAL.value and math.isfinite(objective):
+            return LeafVerdict("optimal", float(objective))
+        if status == SolveStatus.INFEASIBLE.value:
+            return LeafVerdict("infeasible")
+        return LeafVerdict("open", float(bound) if math.isfinite(bound) else math.nan)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self.worker is not None:
+                self.worker.kill()
+                self.worker = None
+
+
 CONTENTION = 1.5
 """How much slower the lane relaxation runs beside the solver (two cores: at 16 jobs 14-19 s alone,
 converged within about 30 s beside CP-SAT)."""
@@ -870,12 +975,22 @@ class _Relaxations:
     waited for."""
 
     def __init__(
-        self, problem: SlottedProblem, tracker: _Tracker, deadline: float, *, coupled: bool = True, lanes: bool = True
+        self,
+        problem: SlottedProblem,
+        tracker: _Tracker,
+        deadline: float,
+        *,
+        coupled: bool = True,
+        lanes: bool = True,
+        tree: bool = False,
+        leaf_check: _LeafChecker | None = None,
     ) -> None:
+        self.tree = tree
+        self.leaf_check = leaf_check
         self.outcome: RelaxationBound | None = None
         self.offered: RelaxationBound | None = None  # the best LP proven so far (a finer one may be running)
         self.error: str | None = None
-        self.lane_outcome: LaneBound | None = None
+        self.lane_outcome: LaneBound | LaneTreeBound | None = None
         self.lane_offered: LaneBound | None = None
         self.lane_error: str | None = None
         self.tracker = tracker
@@ -897,7 +1012,7 @@ class _Relaxations:
 
     def _run(self, problem: SlottedProblem, deadline: float) -> None:
         if self.coupled:
-            share = COUPLED_SHARE if self.lanes else 1.0
+            share = (TREE_COUPLED_SHARE if self.tree else COUPLED_SHARE) if self.lanes else 1.0
             try:
                 outcome = refined_coupled_bound(
                     problem,
@@ -915,9 +1030,25 @@ class _Relaxations:
             self.lanes, self.lanes_skipped = False, "not expected to converge in the time left after the coupled LP"
             return
         try:
-            self.lane_outcome = solve_lane_bound(
-                problem, time_limit=max(0.01, deadline - time.time()), cancel=self.cancel, on_bound=self._offer_lanes
-            )
+            if self.tree:
+                self.lane_outcome = lane_tree_bound(
+                    problem,
+                    time_limit=max(0.01, deadline - time.time()),
+                    cancel=self.cancel,
+                    on_bound=self._offer_tree,
+                    incumbent_value=lambda: self.tracker.best_model_value,
+                    leaf_check=self.leaf_check,
+                    leaf_seconds=LEAF_SECONDS,
+                )
+                if self.lane_outcome.proven:
+                    self._offer_tree(self.lane_outcome.value)
+            else:
+                self.lane_outcome = solve_lane_bound(
+                    problem,
+                    time_limit=max(0.01, deadline - time.time()),
+                    cancel=self.cancel,
+                    on_bound=self._offer_lanes,
+                )
         except Exception as error:
             self.lane_error = f"{type(error).__name__}: {error}"
 
@@ -934,6 +1065,11 @@ class _Relaxations:
         """Offer a lane bound (each round's Lagrangian bound that improves); go on until proven optimal."""
         self.tracker.offer_bound(outcome.value - 1e-6 * max(1.0, abs(outcome.value)))
         self.lane_offered = outcome
+        return not _proven_optimal(self.tracker)
+
+    def _offer_tree(self, value: float) -> bool:
+        """Offer the tree's global bound (it only rises); go on until proven optimal."""
+        self.tracker.offer_bound(value - 1e-6 * max(1.0, abs(value)))
         return not _proven_optimal(self.tracker)
 
     def finish(self, hard_deadline: float) -> None:
@@ -964,6 +1100,8 @@ class _Relaxations:
                     self.problem.objective_seconds(math.ceil(lanes.value - _BOUND_TOL)) if lanes.proven else None
                 )
                 self.tracker.lanes = summary
+        if self.tracker.lanes is not None:
+            self.tracker.lanes["method"] = "branch-and-price" if self.tree else "lane LP"
 
     def _record_coupled(self) -> None:
         # a finer LP still being solved at the deadline leaves the best one proven before it

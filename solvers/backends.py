@@ -2,7 +2,10 @@
 
 Names: ``"cpsat"`` (OR-Tools CP-SAT, :mod:`solvers.cpsat`), ``"highs"`` (the Pyomo model solved by
 HiGHS, :mod:`solvers.highs`), ``"portfolio"`` (both at once, one core each, best schedule and best
-bound of either: both models are exact, NOTES-oracle pitfall 6) and ``"pyomo:NAME"`` (the same
+bound of either: both models are exact, NOTES-oracle pitfall 6), ``"bnp"`` (branch-and-price: the
+lane tree of :mod:`formulation.lane_tree` in the caller's process, CP-SAT in the worker as its primal
+heuristic and, in a second worker, as the exact check of its leaves; see :mod:`solvers.api`) and
+``"pyomo:NAME"`` (the same
 Pyomo model with any solver Pyomo knows, e.g. ``pyomo:gurobi``, ``pyomo:cbc``, ``pyomo:appsi_highs``).
 Nothing here imports a solver: the backend module is imported inside the worker process only (see
 :mod:`solvers.backend_protocol`).
@@ -32,6 +35,8 @@ _FIXED: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
     "highs": ("solvers.highs", "solve_pyomo", "highs", ("pyomo", "highspy")),
     # both exact models side by side, one core each: best schedule and best bound of either (see api)
     "portfolio": ("solvers.cpsat", "solve_cpsat", "portfolio", ("ortools", "pyomo", "highspy")),
+    # branch-and-price: the lane tree in the parent (highspy), CP-SAT as primal heuristic and leaf check
+    "bnp": ("solvers.cpsat", "solve_cpsat", "bnp", ("ortools", "highspy")),
 }
 _PIP_NAME = {"ortools": "ortools", "pyomo": "pyomo", "highspy": "highspy"}
 
@@ -42,7 +47,9 @@ def resolve(name: str) -> BackendSpec:
     from formulation.errors import DuettoInputError
 
     if not isinstance(name, str) or not name:
-        raise DuettoInputError(f"must be 'highs', 'cpsat', 'portfolio' or 'pyomo:NAME', got {name!r}", field="solver")
+        raise DuettoInputError(
+            f"must be 'highs', 'cpsat', 'portfolio', 'bnp' or 'pyomo:NAME', got {name!r}", field="solver"
+        )
     key = name.strip().lower()
     if key in _FIXED:
         module, function, solver_name, packages = _FIXED[key]
@@ -53,7 +60,7 @@ def resolve(name: str) -> BackendSpec:
             raise DuettoInputError("'pyomo:' needs a solver name, e.g. pyomo:cbc or pyomo:gurobi", field="solver")
         return BackendSpec(key, "solvers.highs", "solve_pyomo", solver_name, ("pyomo",))
     raise DuettoInputError(
-        f"unknown solver {name!r}: use 'highs', 'cpsat', 'portfolio' or 'pyomo:NAME'", field="solver"
+        f"unknown solver {name!r}: use 'highs', 'cpsat', 'portfolio', 'bnp' or 'pyomo:NAME'", field="solver"
     )
 
 
@@ -72,7 +79,7 @@ def available_solvers() -> tuple[str, ...]:
     """Solver names whose packages are installed (``"pyomo:NAME"`` stands for any Pyomo solver; whether
     that solver's executable exists is only known when it runs)."""
     names = []
-    for name in ("cpsat", "highs", "portfolio", "pyomo:NAME"):
+    for name in ("cpsat", "highs", "portfolio", "bnp", "pyomo:NAME"):
         try:
             check_available(resolve(name))
         except SolverUnavailableError:

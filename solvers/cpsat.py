@@ -485,6 +485,28 @@ class CpsatModel:
             solution[job.id] = SlotAssignment(int(values.Value(v.start[i])), gpus, mode, int(values.Value(v.end[i])))
         return solution
 
+    def restrict(self, windows: list[Any] | None = None, cutoff: int | None = None) -> None:
+        """Restrict the model to a branch-and-price node: ``windows[i] = (s_lo, s_hi, e_lo, e_hi)`` bounds
+        job ``i``'s start and exclusive end (``None``: not bounded on that side), and ``cutoff`` asks for
+        an objective of at most that value (nothing better than the incumbent: the node is then
+        infeasible and pruned)."""
+        m, v = self.model, self.v
+        if windows is not None:
+            if len(windows) != self.problem.num_jobs:
+                raise ValueError(f"windows: {len(windows)} entries for {self.problem.num_jobs} jobs")
+            for i, window in enumerate(windows):
+                s_lo, s_hi, e_lo, e_hi = window
+                if s_lo is not None:
+                    m.add(v.start[i] >= int(s_lo))
+                if s_hi is not None:
+                    m.add(v.start[i] <= int(s_hi))
+                if e_lo is not None:
+                    m.add(v.end[i] >= int(e_lo))
+                if e_hi is not None:
+                    m.add(v.end[i] <= int(e_hi))
+        if cutoff is not None:
+            m.add(v.objective <= int(cutoff))
+
     def stats(self) -> dict[str, Any]:
         proto = self.model.proto
         return {
@@ -539,6 +561,11 @@ def solve_cpsat(
         ``random_seed`` (default 0).
     parameters : dict
         Extra ``CpSolverParameters`` fields by name.
+    windows : list of (s_lo, s_hi, e_lo, e_hi)
+        Per job (canonical order), bounds on its start and exclusive end slot, ``None`` for unbounded
+        (a branch-and-price node, :meth:`CpsatModel.restrict`).
+    cutoff : int
+        Accept only objectives of at most this value (slots); ``INFEASIBLE`` then means none exists.
     """
     report = report or NullReporter()
     began = time.perf_counter()
@@ -549,6 +576,8 @@ def solve_cpsat(
         overlap_encoding=bool(options.get("overlap_encoding", True)),
         mode_dominance=bool(options.get("mode_dominance", True)),
     )
+    if options.get("windows") is not None or options.get("cutoff") is not None:
+        model.restrict(options.get("windows"), options.get("cutoff"))
     hint_note = "none"
     if warm_start is not None:
         model.add_hint(warm_start)

@@ -88,7 +88,16 @@ def crosscheck_results() -> dict[str, Any]:
     slots = [choose_slot(instance, SLOT_TARGET) for instance in instances]
     cpsat = solve_many(instances, "cpsat", time_limit=30, slot=slots)  # type: ignore[arg-type]
     highs = solve_many(instances, "highs", time_limit=45, slot=slots)  # type: ignore[arg-type]
-    return {"family": family, "cpsat": cpsat, "highs": highs}
+    # branch-and-price with its tree and leaf checks alone: no CP-SAT beside it, no coupled LP
+    bnp = solve_many(
+        instances,
+        "bnp",
+        time_limit=60,
+        slot=slots,  # type: ignore[arg-type]
+        coupled_bound=False,
+        options={"primal": False},
+    )
+    return {"family": family, "cpsat": cpsat, "highs": highs, "bnp": bnp}
 
 
 def test_family_covers_the_required_cases(crosscheck_results: dict[str, Any]) -> None:
@@ -120,12 +129,36 @@ def test_highs_and_cpsat_reach_the_same_proven_optimum(crosscheck_results: dict[
         assert a.gap == 0.0 and b.gap == 0.0
 
 
+def test_branch_and_price_proves_the_same_optimum_by_its_tree(crosscheck_results: dict[str, Any]) -> None:
+    trees = 0
+    family, cpsat, bnp = crosscheck_results["family"], crosscheck_results["cpsat"], crosscheck_results["bnp"]
+    for (name, _), a, b in zip(family, cpsat, bnp, strict=True):
+        assert b.status is SolveStatus.OPTIMAL, (name, b.status, b.message, b.stats["lane_bound"])
+        assert round(a.objective, 6) == round(b.objective, 6), name
+        assert b.solver == "bnp" and b.gap == 0.0
+        tree = b.stats["lane_bound"]
+        assert tree["method"] == "branch-and-price", name
+        if tree.get("nodes"):
+            # its bound never passes the optimum, and the proof came from the tree, not a solver
+            assert tree["bound_slots"] <= b.stats["objective_slots"] + 1e-6, name
+            trees += 1
+            assert tree["nodes"] > 1 or tree["leaf_checks"] > 0 or tree["root_slots"] > tree["incumbent_slots"] - 1
+    assert trees >= 15  # the rest were proven by the order-statistics bound before the tree started
+    checked = sum(result.stats["lane_bound"].get("leaf_checks") or 0 for result in crosscheck_results["bnp"])
+    assert checked >= 5
+
+
 def test_every_schedule_passes_the_validator(crosscheck_results: dict[str, Any]) -> None:
-    for (_, instance), a, b in zip(
-        crosscheck_results["family"], crosscheck_results["cpsat"], crosscheck_results["highs"], strict=True
+    for (_, instance), a, b, c in zip(
+        crosscheck_results["family"],
+        crosscheck_results["cpsat"],
+        crosscheck_results["highs"],
+        crosscheck_results["bnp"],
+        strict=True,
     ):
         check_against_validator(instance, a)
         check_against_validator(instance, b)
+        check_against_validator(instance, c)
 
 
 def test_optimum_never_worse_than_warm_start(crosscheck_results: dict[str, Any]) -> None:

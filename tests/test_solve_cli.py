@@ -213,3 +213,18 @@ def test_warm_start_from_a_policy_schedule_and_bad_warm_starts(
     assert bad.exit_code == 2
     assert "warm_start_schedule" in bad.output and "slot boundary" in bad.output
     assert "Traceback" not in bad.output
+
+
+def test_branch_and_price_from_the_command_line(
+    app: typer.Typer, runner: CliRunner, instance_file: tuple[Path, float], tmp_path: Path
+) -> None:
+    path, slot = instance_file
+    out = tmp_path / "schedule.json"
+    result = runner.invoke(
+        app, ["solve", str(path), "--solver", "bnp", "--time-limit", "30", "--slot", str(slot), "-o", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "optimal" in result.output and "lane bound / tree" in result.output
+    schedule = io.load_schedule(out)
+    assert schedule.producer == "bnp"
+    assert validate(io.load_instance(path), schedule).ok

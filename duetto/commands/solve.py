@@ -43,13 +43,16 @@ def _print_result(result: Result) -> None:
     if result.schedule is not None and result.objective_kind == "jct":
         jobs = len(result.schedule.plans)
         table.add_row("average JCT", f"{_fmt(result.objective / max(1, jobs))} s")
-    for key, label in (("coupled_bound", "coupled LP bound"), ("lane_bound", "lane bound")):
+    for key, label in (("coupled_bound", "coupled LP bound"), ("lane_bound", "lane bound / tree")):
         relaxation = result.stats.get(key)
         if not relaxation:
             continue
         if relaxation.get("bound_seconds") is not None:
             text = f"{_fmt(relaxation['bound_seconds'])} s in {relaxation['seconds']:.1f} s"
-            if key == "lane_bound":
+            if key == "lane_bound" and relaxation.get("method") == "branch-and-price":
+                tree = f"{relaxation['nodes']} nodes, {relaxation['leaf_checks']} leaf checks"
+                text += f" ({tree}, {relaxation['status']})"
+            elif key == "lane_bound":
                 text += f" ({relaxation['rounds']} rounds)"
         else:
             text = str(relaxation["status"])
@@ -69,7 +72,10 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--solver",
                 "-s",
-                help="cpsat, highs, portfolio (both, best of either) or pyomo:NAME (any solver Pyomo knows)",
+                help=(
+                    "cpsat, highs, portfolio (both, best of either), bnp (branch-and-price: lane tree,"
+                    " CP-SAT beside it and at its leaves) or pyomo:NAME (any solver Pyomo knows)"
+                ),
             ),
         ] = "cpsat",
         time_limit: Annotated[float, typer.Option("--time-limit", "-t", help="wall seconds, enforced")] = 60.0,

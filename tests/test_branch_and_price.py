@@ -1,0 +1,169 @@
+"""Branch-and-price (``solve(..., "bnp")``): the lane tree with CP-SAT as primal heuristic and leaf
+check. Its node regions partition the problem, a leaf check decides a node exactly, and the backend
+proves the same optima as ``cpsat`` (the 30-instance cross-check set is in ``test_oracle_crosscheck``)
+with every schedule validated and the time limit honoured."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+
+import numpy as np
+import pytest
+
+from formulation.discretize import choose_slot, discretize
+from formulation.generator import generate_instance
+from formulation.io import load_instance
+from formulation.lane_tree import _window_split, node_region
+from formulation.lanes import LaneData, _Master, default_cut
+from formulation.paths import shared_data_dir
+from formulation.validator import validate
+from solvers import SolveStatus, solve
+from solvers.api import _LeafChecker, _pack, _portable_instance, _Tracker
+from solvers.warmstart import warm_start
+
+
+def _small_problem(seed: int = 3, jobs: int = 5):
+    instance = generate_instance(jobs, 1, 4, seed, memory_pressure=0.6)
+    problem = discretize(instance, slot=choose_slot(instance, 20))
+    return instance, problem.with_upper_bound(warm_start(problem))
+
+
+def _members(region: list[tuple[int, int | None, int, int | None]], problem, job: int) -> set[tuple[int, int]]:
+    """The (start, end) pairs of ``job`` inside ``region`` (every slot the model allows)."""
+    s_lo, s_hi, e_lo, e_hi = region[job]
+    spec = problem.jobs[job]
+    return {
+        (s, e)
+        for s in range(spec.release, spec.latest_end + 1)
+        for e in range(spec.release, spec.latest_end + 1)
+        if s_lo <= s and (s_hi is None or s <= s_hi) and e_lo <= e and (e_hi is None or e <= e_hi)
+    }
+
+
+@pytest.mark.parametrize("cut_share", [1.0, 0.4])
+def test_the_children_of_a_node_partition_its_region(cut_share: float) -> None:
+    # with a short cut, jobs may end past it (the lanes' "late" mass): the right-most piece of every
+    # split keeps the schedules beyond the lanes' windows
+    import highspy
+
+    _, problem = _small_problem()
+    data = LaneData.from_problem(problem, max(1, int(cut_share * default_cut(problem))))
+    if cut_share < 1.0:
+        assert data.can_be_late.any()
+    master = _Master(data, highspy, artificial_cost=1e6)
+    rng = np.random.default_rng(0)
+    window = data.window()
+    for step in range(12):
+        values = rng.uniform(0.0, 1.0, master.columns)  # any LP values: each choice must partition
+        children = _window_split(master, values, window)
+        if children is None:  # every window is one slot: nothing left to split
+            assert step >= 3
+            assert all(window.start_hi - window.start_lo <= 0) and all(window.end_hi - window.end_lo <= 0)
+            break
+        assert 2 <= len(children) <= 3
+        parent = node_region(window, data)
+        kids = [node_region(child, data) for child in children]
+        # one job's (start, end) set is split into disjoint pieces whose union is the parent's; every
+        # other job keeps the parent's set: the children's regions (products over jobs) partition it
+        split = [j for j in range(data.n) if len({tuple(kid[j]) for kid in kids}) > 1]
+        assert len(split) == 1
+        for job in range(data.n):
+            whole = _members(parent, problem, job)
+            pieces = [_members(kid, problem, job) for kid in kids]
+            if job == split[0]:
+                assert set().union(*pieces) == whole
+                assert all(not (a & b) for a, b in itertools.combinations(pieces, 2))
+            else:
+                assert all(piece == whole for piece in pieces)
+        window = children[int(rng.integers(len(children)))]
+
+
+def test_a_leaf_check_decides_a_region_exactly() -> None:
+    instance, problem = _small_problem(seed=1)
+    reference = solve(instance, "cpsat", time_limit=30, slot=problem.slot)
+    assert reference.status is SolveStatus.OPTIMAL
+    optimum = int(reference.stats["objective_slots"])
+    payload = {
+        "instance": _portable_instance(instance),
+        "slot": problem.slot,
+        "horizon_slots": None,
+        "objective": "jct",
+        "units_per_slot": problem.units_per_slot,
+        "warm_start": _pack(problem.upper_bound),
+        "use_warm_start": False,
+        "module": "solvers.cpsat",
+        "function": "solve_cpsat",
+        "solver_name": "bnp",
+        "deadline": time.time() + 30,
+        "options": {},
+    }
+    tracker = _Tracker(problem, problem.upper_bound, float(problem.upper_bound_value), 0.0)
+    checker = _LeafChecker(payload, tracker, time.time() + 60)
+    data = LaneData.from_problem(problem, default_cut(problem))
+    root = node_region(data.window(), data)
+    try:
+        found = checker(root, optimum, 20.0)
+        assert found.status == "optimal" and found.value == optimum
+        assert tracker.best_model_value == optimum  # its schedule became the incumbent
+        assert checker(root, optimum - 1, 20.0).status == "infeasible"  # nothing better exists
+        # a region without the optimum's start of the longest job: its optimum is no better
+        longest = max(range(problem.num_jobs), key=lambda j: problem.jobs[j].min_slots)
+        start = tracker.best[problem.jobs[longest].id].start
+        region = list(root)
+        _, _, e_lo, e_hi = region[longest]
+        region[longest] = (start + 1, None, e_lo, e_hi)
+        elsewhere = checker(region, 10 * optimum, 20.0)
+        assert elsewhere.status in ("optimal", "infeasible")
+        if elsewhere.status == "optimal":
+            assert elsewhere.value >= optimum
+    finally:
+        checker.close()
+    assert checker.worker is None
+
+
+def test_branch_and_price_is_anytime_and_honours_the_time_limit() -> None:
+    instance = generate_instance(16, 1, 8, 0)
+    began = time.perf_counter()
+    result = solve(instance, "bnp", time_limit=12)
+    took = time.perf_counter() - began
+    assert took <= 12 * 1.1 + 2
+    assert result.solver == "bnp" and result.schedule is not None
+    report = validate(instance, result.schedule)
+    assert report.ok, [str(v) for v in report.violations[:3]]
+    assert round(report.total_jct(instance), 6) == round(result.objective, 6)
+    assert 0 < result.bound <= result.objective + 1e-6
+    tree = result.stats["lane_bound"]
+    assert tree["status"].startswith(("skipped", "time_limit", "stopped", "not run", "cancelled", "open"))
+    assert "leaf_check_seconds" in tree
+
+
+@pytest.mark.parametrize("name", ["coarse_n8_M4_s2", "coarse_n12_M4_s3"])
+def test_branch_and_price_proves_the_coarse_optima(name: str) -> None:
+    path = shared_data_dir() / "oracle-coarse" / f"{name}.json"
+    if not path.exists():
+        pytest.skip(f"{path} not present")
+    instance = load_instance(path)
+    cpsat = solve(instance, "cpsat", time_limit=30, slot=60.0, units_per_slot=100)
+    bnp = solve(instance, "bnp", time_limit=60, slot=60.0, units_per_slot=100)
+    assert cpsat.status is SolveStatus.OPTIMAL and bnp.status is SolveStatus.OPTIMAL, bnp.message
+    assert math.isclose(cpsat.objective, bnp.objective, abs_tol=1e-6)
+    assert bnp.schedule is not None and validate(instance, bnp.schedule).ok
+
+
+@pytest.mark.slow
+def test_branch_and_price_on_every_coarse_instance_slow() -> None:
+    folder = shared_data_dir() / "oracle-coarse"
+    paths = sorted(folder.glob("coarse_*.json"))
+    if not paths:
+        pytest.skip(f"{folder} not present")
+    for path in paths:
+        instance = load_instance(path)
+        bnp = solve(instance, "bnp", time_limit=60, slot=60.0, units_per_slot=100)
+        cpsat = solve(instance, "cpsat", time_limit=60, slot=60.0, units_per_slot=100)
+        assert bnp.schedule is not None and validate(instance, bnp.schedule).ok
+        # each one's schedule respects the other's proven bound
+        assert bnp.objective >= cpsat.bound - 1e-6 and cpsat.objective >= bnp.bound - 1e-6, path.name
+        if bnp.proven_optimal and cpsat.proven_optimal:
+            assert math.isclose(bnp.objective, cpsat.objective, abs_tol=1e-6), path.name
