@@ -27,6 +27,7 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "ray": ("ray", "ray[default]"),
     "parquet": ("pyarrow", "pyarrow"),
     "predictor": ("sklearn", "scikit-learn"),
+    "fast": ("numba", "numba"),  # optional speed only: without it the numpy pass runs (no error)
 }
 
 

@@ -50,12 +50,13 @@ from typing import Any
 
 import numpy as np
 
+from formulation import lane_kernel
 from formulation.discretize import SlottedProblem, evaluate
 from formulation.relaxation import _shared_speed, default_cut
 
-NEG = -1e30
+NEG = lane_kernel.NEG
 """Value of an unreachable DP state (finite, so sums of two stay comparable)."""
-REACHABLE = NEG / 2
+REACHABLE = lane_kernel.REACHABLE
 PRICING_TOLERANCE = 1e-6
 """A lane enters the master when its reduced cost is below minus this (slot units)."""
 DEFAULT_SMOOTHING = 0.8
@@ -532,6 +533,7 @@ class _LanePricing:
         self.max_run = int(data.max_slots.max()) if n else 0
         self.n = n
         self._valid_base, self._start_base = self.valid_run, self.start_ok
+        self.compiled = True  # the numba pass where installed (formulation.lane_kernel)
 
     def restrict(self, window: Window) -> None:
         """Run job ``j`` only inside ``window`` (a branch-and-bound node)."""
@@ -562,6 +564,26 @@ class _LanePricing:
         return max(best, 0.0), lanes
 
     def _forward(self, value: np.ndarray, pair_cost: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:
+        """The DP's forward pass: compiled (:mod:`formulation.lane_kernel`) where numba is installed and
+        :attr:`compiled` is on, else in numpy; both give the same arrays."""
+        if not (self.compiled and lane_kernel.ready()):
+            return self._forward_numpy(value, pair_cost)
+        data = self.data
+        ends_value, ends_arg, kind, back_a, back_b, idle_end = lane_kernel.forward(
+            np.ascontiguousarray(value, dtype=np.float64),
+            np.ascontiguousarray(pair_cost, dtype=np.float64),
+            np.ascontiguousarray(self.start_ok),
+            np.ascontiguousarray(data.nested_min.T, dtype=np.float64),
+            np.ascontiguousarray(data.work, dtype=np.float64),
+            np.ascontiguousarray(1.0 - data.sigma, dtype=np.float64),
+            np.ascontiguousarray(data.max_slots, dtype=np.int64),
+            np.ascontiguousarray(data.shareable),
+            int(self.max_run),
+        )
+        self.kind, self.back_a, self.back_b, self.idle_end = kind, back_a, back_b, idle_end
+        return ends_value, [(int(s), int(e)) for s, e in ends_arg]
+
+    def _forward_numpy(self, value: np.ndarray, pair_cost: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:
         data = self.data
         n, horizon = self.n, data.horizon
         carry = np.full((n, horizon + 1, horizon + 1), NEG)

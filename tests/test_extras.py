@@ -90,7 +90,7 @@ def test_core_dependencies_leave_the_heavy_libraries_to_extras() -> None:
     assert {"ray", "parquet", "predictor", "all", "dev"} <= set(extras)
     for extra, (_, distribution) in EXTRAS.items():  # the hint names an extra that installs the library
         assert distribution.split("[")[0] in names(extras[extra]), extra
-    assert extras["all"] == ["duetto[ray,parquet,predictor]"]
+    assert extras["all"] == ["duetto[ray,parquet,predictor,fast]"]  # fast: numba, the compiled lane pricing
     assert "duetto[all]" in extras["dev"] and "jsonschema" in names(extras["dev"])  # the tests need all of it
 
 

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from benchmarks import bound_comparison
+from formulation import lane_kernel
 from formulation.cluster import Cluster
 from formulation.discretize import SlottedProblem, choose_slot, discretize
 from formulation.generator import generate_instance
@@ -323,3 +324,32 @@ def test_the_master_time_limit_counts_from_each_solve_not_from_the_first() -> No
     assert solves >= 3  # so one solve takes at most half a second, well inside the limit below
     master.h.clearSolver()
     assert master.solve(1.0) is not None  # 1 s from now, not 1 s of run time in all
+
+
+@pytest.mark.skipif(not lane_kernel.AVAILABLE, reason="numba not installed (pip install 'duetto[fast]')")
+@pytest.mark.parametrize(("jobs", "gpus", "seed"), [(7, 4, 0), (12, 8, 1)])
+def test_the_compiled_pricing_pass_is_the_numpy_pass(jobs: int, gpus: int, seed: int) -> None:
+    # same lanes, same values, same back-pointers, bit for bit: the compiled pass may take over at any
+    # round of a solve without changing a number
+    assert lane_kernel.compile_now()
+    instance = generate_instance(jobs, 1, gpus, seed, memory_pressure=0.6)
+    problem = discretize(instance)
+    problem = problem.with_upper_bound(warm_start(problem))
+    data = LaneData.from_problem(problem, problem.horizon)
+    pricer = _LanePricing(data)
+    rng = np.random.default_rng(seed)
+    for trial in range(4):
+        duals = _random_duals(data, rng)
+        if trial == 3:  # a branch-and-bound node's windows
+            window = data.window()
+            window.start_hi[0] = window.start_lo[0] + 1
+            pricer.restrict(window)
+        pricer.compiled = False
+        top_numpy, lanes_numpy = pricer.price(duals, data.n)
+        pointers = [pricer.kind.copy(), pricer.back_a.copy(), pricer.back_b.copy(), pricer.idle_end.copy()]
+        pricer.compiled = True
+        top, lanes = pricer.price(duals, data.n)
+        assert top == top_numpy
+        assert [lane.key() for lane in lanes] == [lane.key() for lane in lanes_numpy]
+        for ours, theirs in zip([pricer.kind, pricer.back_a, pricer.back_b, pricer.idle_end], pointers, strict=True):
+            assert np.array_equal(ours, theirs)

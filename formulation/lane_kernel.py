@@ -1,0 +1,254 @@
+"""The lane pricing DP's forward pass compiled with numba (``pip install 'duetto[fast]'``).
+
+Why: pricing is about 90 % of the lane relaxation's and the branch-and-price tree's time, and the
+numpy forward pass (:meth:`formulation.lanes._LanePricing._forward_numpy`) pays Python and temporary
+arrays once per slot. This is the same recursion, statement for statement, in loops: the same
+comparisons in the same order (first index on ties, ``>`` where numpy's masks use ``>``), the same
+floating-point operations, so it returns the same arrays bit for bit (a test compares them on random
+duals). Without numba, :data:`AVAILABLE` is False and the numpy pass runs.
+
+The arrays (``n`` jobs, ``T`` the horizon): ``value[j, S, E]`` what job ``j`` run in ``[S, E)`` is
+worth; ``pair_cost[i, k]`` a shared slot's cost (``inf`` where the pair may not share);
+``start_ok[j, t]``; ``nested_min_t[i, k]`` the slots ``k`` needs nested in ``i``; ``work[i]``;
+``one_minus[i, k] = 1 − σ_ik``; ``max_slots[i]``; ``shareable[i, k]``. Returns ``ends_value[j]``,
+``ends_arg[j] = (S, E)`` and the back-pointers ``kind, back_a, back_b, idle_end`` that
+``_backtrack`` reads.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import threading
+from typing import Any
+
+import numpy as np
+
+AVAILABLE = importlib.util.find_spec("numba") is not None
+"""Whether the compiled pass can run (numba installed). numba itself is imported on first use only."""
+
+NEG = -1e30
+"""Value of an unreachable DP state (finite, so sums of two stay comparable); ``formulation.lanes`` uses
+these two."""
+REACHABLE = NEG / 2
+
+
+def _forward(
+    value: np.ndarray,
+    pair_cost: np.ndarray,
+    start_ok: np.ndarray,
+    nested_min_t: np.ndarray,
+    work: np.ndarray,
+    one_minus: np.ndarray,
+    max_slots: np.ndarray,
+    shareable: np.ndarray,
+    max_run: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    n = value.shape[0]
+    horizon = value.shape[1] - 1
+    size = horizon + 1
+    carry = np.full((n, size, size), NEG)
+    kind = np.zeros((n, size, size), dtype=np.int8)  # 1 alone, 2 nested, 3 handover, 4 start
+    back_a = np.zeros((n, size, size), dtype=np.int32)
+    back_b = np.zeros((n, size, size), dtype=np.int32)
+    idle = np.full(size, NEG)
+    idle_end = np.full((size, 2), -1, dtype=np.int64)
+    idle[0] = 0.0
+    ends_value = np.full(n, NEG)
+    ends_arg = np.full((n, 2), -1, dtype=np.int64)
+    current = np.empty((n, size))
+    alive = np.zeros((n, size), dtype=np.bool_)
+    nested = np.empty((n, size))
+    best_k = np.zeros((n, size), dtype=np.int64)
+    prefix = np.empty((n, size, size))
+    prefix_arg = np.zeros((n, size, size), dtype=np.int64)
+    for t in range(horizon + 1):
+        lo = max(0, t - max_run)
+        width = t - lo + 1
+        if t > 0 and idle[t - 1] > idle[t]:
+            idle[t] = idle[t - 1]
+            idle_end[t, 0] = -1
+            idle_end[t, 1] = -1
+        # jobs ending at t: the best over (job, start), first in row-major order on ties
+        best = -math.inf
+        j_end = 0
+        s_end = 0
+        for j in range(n):
+            per_job = -math.inf
+            arg = 0
+            for s in range(width):
+                v = carry[j, lo + s, t] + value[j, lo + s, t]
+                if v > per_job:
+                    per_job = v
+                    arg = s
+                if v > best:
+                    best = v
+                    j_end = j
+                    s_end = s
+            if per_job > ends_value[j]:
+                ends_value[j] = per_job
+                ends_arg[j, 0] = lo + arg
+                ends_arg[j, 1] = t
+        if best > idle[t] and best > REACHABLE:
+            idle[t] = best
+            idle_end[t, 0] = j_end
+            idle_end[t, 1] = lo + s_end
+        # jobs starting at t on a free GPU
+        if idle[t] > REACHABLE:
+            for j in range(n):
+                if start_ok[j, t] and idle[t] > carry[j, t, t]:
+                    carry[j, t, t] = idle[t]
+                    kind[j, t, t] = 4
+        if t == horizon:
+            break
+        any_alive = False
+        for i in range(n):
+            for s in range(width):
+                c = carry[i, lo + s, t]
+                ok = c > REACHABLE and (t - (lo + s)) <= max_slots[i]
+                alive[i, s] = ok
+                current[i, s] = c if ok else NEG
+                any_alive = any_alive or ok
+        if not any_alive:
+            if idle[t] > idle[t + 1]:
+                idle[t + 1] = idle[t]
+                idle_end[t + 1, 0] = -1
+                idle_end[t + 1, 1] = -1
+            continue
+        # one more slot alone
+        for i in range(n):
+            for s in range(width):
+                if current[i, s] > carry[i, lo + s, t + 1]:
+                    carry[i, lo + s, t + 1] = current[i, s]
+                    kind[i, lo + s, t + 1] = 1
+        length = horizon - t  # ends t + 1 .. horizon
+        # nested: k starts at t and ends at E while i runs on (k shared its whole run)
+        for i in range(n):
+            for e in range(length):
+                duration = e + 1
+                top = -math.inf
+                arg = 0
+                for k in range(n):
+                    g = value[k, t, t + 1 + e] - pair_cost[i, k] * duration
+                    if not duration >= nested_min_t[i, k]:
+                        g = NEG
+                    if g > top:
+                        top = g
+                        arg = k
+                best_k[i, e] = arg
+                nested[i, e] = top
+        for i in range(n):
+            for s in range(width):
+                if not alive[i, s]:
+                    continue
+                for e in range(length):
+                    cand = current[i, s] + nested[i, e]
+                    if not (t + 1 + e) - (lo + s) <= max_slots[i]:
+                        cand = NEG
+                    if cand > carry[i, lo + s, t + 1 + e]:
+                        carry[i, lo + s, t + 1 + e] = cand
+                        kind[i, lo + s, t + 1 + e] = 2
+                        back_a[i, lo + s, t + 1 + e] = t
+                        back_b[i, lo + s, t + 1 + e] = best_k[i, e]
+        # handover: k starts at t; i ends at E while k runs on. prefix[i, s, e]: the best start up to s
+        for i in range(n):
+            for e in range(length):
+                run_max = -math.inf
+                run_arg = -1
+                for s in range(width):
+                    b = current[i, s] + value[i, lo + s, t + 1 + e]
+                    if s == 0 or b > run_max:
+                        run_max = b
+                    if b >= run_max:
+                        run_arg = s
+                    prefix[i, s, e] = run_max
+                    prefix_arg[i, s, e] = run_arg
+        for k in range(n):
+            k_ok = start_ok[k, t]
+            for e in range(length):
+                duration = e + 1
+                top = -math.inf
+                arg = 0
+                for i in range(n):
+                    # i's progress with the overlap [t, E): (E − S) − (1 − σ_ik)(E − t) ≥ w_i ⇔ S ≤ threshold
+                    threshold = math.floor((t + 1 + e) - work[i] - one_minus[i, k] * duration + 1e-9)
+                    index = min(max(threshold - lo, -1), width - 1)
+                    safe = max(index, 0)
+                    reach = prefix[i, safe, e] if index >= 0 else NEG
+                    h = reach - pair_cost[i, k] * duration
+                    if not shareable[i, k]:
+                        h = NEG
+                    if h > top:
+                        top = h
+                        arg = i
+                handed = top if k_ok else NEG
+                if handed > carry[k, t, t + 1 + e]:
+                    carry[k, t, t + 1 + e] = handed
+                    kind[k, t, t + 1 + e] = 3
+                    back_a[k, t, t + 1 + e] = arg
+                    threshold = math.floor((t + 1 + e) - work[arg] - one_minus[arg, k] * duration + 1e-9)
+                    safe = max(min(max(threshold - lo, -1), width - 1), 0)
+                    back_b[k, t, t + 1 + e] = lo + prefix_arg[arg, safe, e]
+        if idle[t] > idle[t + 1]:
+            idle[t + 1] = idle[t]
+            idle_end[t + 1, 0] = -1
+            idle_end[t + 1, 1] = -1
+    return ends_value, ends_arg, kind, back_a, back_b, idle_end
+
+
+_lock = threading.Lock()
+_compiled: Any = None  # the numba dispatcher, once made
+_compiling: threading.Thread | None = None
+
+
+def _dispatcher() -> Any:
+    """The numba dispatcher of :func:`_forward` (``nogil``: it runs on the bound thread beside the
+    solver's process and the caller's other threads; ``cache``: compiled once per installation)."""
+    global _compiled
+    with _lock:
+        if _compiled is None:
+            import numba
+
+            _compiled = numba.njit(cache=True, nogil=True)(_forward)
+        return _compiled
+
+
+def compile_now() -> bool:
+    """Compile (or load from numba's on-disk cache) the pass for the argument types the pricing uses.
+    Returns whether it is usable."""
+    if not AVAILABLE:
+        return False
+    _dispatcher()(
+        np.full((1, 2, 2), NEG),
+        np.zeros((1, 1)),
+        np.ones((1, 2), dtype=np.bool_),
+        np.ones((1, 1)),
+        np.ones(1),
+        np.zeros((1, 1)),
+        np.ones(1, dtype=np.int64),
+        np.zeros((1, 1), dtype=np.bool_),
+        1,
+    )
+    return True
+
+
+def ready() -> bool:
+    """Whether the compiled pass is ready now. The first ask starts compiling it on a background thread
+    (the first compile takes 10-20 s, later processes load it from numba's cache in well under a second),
+    so that a time-limited solve never waits for the compiler: the numpy pass serves until then, with
+    the same results."""
+    global _compiling
+    if not AVAILABLE:
+        return False
+    if _compiled is not None and _compiled.signatures:
+        return True
+    with _lock:
+        if _compiling is None:
+            _compiling = threading.Thread(target=compile_now, name="lane-kernel-compile", daemon=True)
+            _compiling.start()
+    return False
+
+
+def forward(*arrays: Any) -> Any:
+    """Run the compiled pass (call :func:`ready` or :func:`compile_now` first)."""
+    return _dispatcher()(*arrays)
