@@ -127,3 +127,11 @@ def test_every_generated_table_has_its_markers_and_its_command_printed() -> None
         assert table.command.startswith(("duetto ", "for ")) and f"results/{table.folder}" in table.command
         assert table.command in flat, f"{table.name}: the document does not print its command"
     assert {"table3-small", "fig6b-small", "muri-small", "gap-small", "predictor-small"} <= set(SMALL_TABLES)
+
+
+def test_predictor_study_refuses_an_unknown_estimator_before_any_work(tmp_path: Path) -> None:
+    out = tmp_path / "p"
+    outcome = CliRunner().invoke(app, ["predictor-study", "--estimator", "forest", "--out", str(out)])
+    assert outcome.exit_code == 2
+    assert "unknown estimator 'forest'" in outcome.output and "Traceback" not in outcome.output
+    assert not out.exists()  # nothing half-written
