@@ -281,3 +281,48 @@ def plot_decisions(frame: pd.DataFrame, out_dir: str | Path) -> list[Path]:
             title="Sharing benefit by interference derivation",
         ),
     ]
+
+
+def run_predictor_study(
+    out_dir: str | Path,
+    *,
+    seeds: Sequence[int] = tuple(range(10)),
+    estimators: Sequence[str] = ("gradient-boosting", "tree"),
+    trace: str | Path | None = None,
+    policy: str = "sjf-bsbf",
+    nodes: int | None = None,
+    gpus_per_node: int | None = None,
+    limit: int | None = None,
+    figures: bool = True,
+) -> tuple[pd.DataFrame, pd.DataFrame | None, list[Path]]:
+    """``duetto predictor-study``: the RMSE study (every estimator of ``estimators``) into ``out_dir``
+    (``rmse_rows.csv``, ``rmse_summary.csv``) and, with a ``trace``, the decision study (``decisions.csv``,
+    with figures unless ``figures`` is false), whose predictions come from the first estimator.
+
+    Returns
+    -------
+    tuple
+        The RMSE summary, the decision table (``None`` without a trace) and the files written.
+    """
+    from formulation.errors import DuettoInputError
+
+    if not seeds:
+        raise DuettoInputError("give at least one seed", field="seeds")
+    if not estimators:
+        raise DuettoInputError("give at least one estimator", field="estimator")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rows, summary = rmse_study(seeds=tuple(seeds), estimators=tuple(estimators))
+    rows.to_csv(out / "rmse_rows.csv", index=False)
+    summary.to_csv(out / "rmse_summary.csv", index=False)
+    files = [out / "rmse_rows.csv", out / "rmse_summary.csv"]
+    decisions = None
+    if trace is not None:
+        decisions = decision_study(
+            trace, policy=policy, nodes=nodes, gpus_per_node=gpus_per_node, limit=limit, estimator=estimators[0]
+        )
+        decisions.to_csv(out / "decisions.csv", index=False)
+        files.append(out / "decisions.csv")
+        if figures:
+            files += plot_decisions(decisions, out)
+    return summary, decisions, files

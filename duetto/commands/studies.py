@@ -539,25 +539,41 @@ def register(app: typer.Typer) -> None:
         nodes: Annotated[int | None, typer.Option(help="servers for the decision study")] = None,
         gpus_per_node: Annotated[int | None, typer.Option(help="GPUs per server")] = None,
         limit: Annotated[int | None, typer.Option(help="keep only the first N jobs of the trace")] = None,
+        estimator: Annotated[
+            list[str] | None,
+            typer.Option(
+                help="gradient-boosting | tree (repeatable; default both): the RMSE study's estimators, "
+                "the first also predicts ξ in the decision study"
+            ),
+        ] = None,
         out: Annotated[Path, typer.Option("--out", "-o", help="output folder")] = Path("results/predictor"),
+        figures: Annotated[bool, typer.Option(help="write the figures")] = True,
         json_output: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
     ) -> None:
         """Interference predictor (Castor §6): held-out RMSE on Gavel's pairs and, on a Gavel trace, what
         deciding with predicted instead of measured ξ does to a policy's JCT and sharing benefit."""
-        from benchmarks.prediction import decision_study, plot_decisions, rmse_study
+        from benchmarks.prediction import run_predictor_study
+        from formulation.predictor import DEFAULT_HYPERPARAMETERS
 
         if seeds < 1:
             fail("--seeds must be >= 1")
-        out.mkdir(parents=True, exist_ok=True)
-        rows, summary = rmse_study(seeds=tuple(range(seeds)))
-        rows.to_csv(out / "rmse_rows.csv", index=False)
-        summary.to_csv(out / "rmse_summary.csv", index=False)
-        files = [out / "rmse_rows.csv", out / "rmse_summary.csv"]
-        decisions = None
-        if trace is not None:
-            decisions = decision_study(trace, policy=policy, nodes=nodes, gpus_per_node=gpus_per_node, limit=limit)
-            decisions.to_csv(out / "decisions.csv", index=False)
-            files += [out / "decisions.csv", *plot_decisions(decisions, out)]
+        estimators = tuple(estimator or ("gradient-boosting", "tree"))
+        for name in estimators:
+            if name not in DEFAULT_HYPERPARAMETERS:
+                raise DuettoInputError(
+                    f"unknown estimator '{name}'; choose {', '.join(DEFAULT_HYPERPARAMETERS)}", field="estimator"
+                )
+        summary, decisions, files = run_predictor_study(
+            out,
+            seeds=tuple(range(seeds)),
+            estimators=estimators,
+            trace=trace,
+            policy=policy,
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            limit=limit,
+            figures=figures,
+        )
         if json_output:
             print_json(
                 {
