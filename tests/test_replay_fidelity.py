@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+import duetto
 from benchmarks.replay import interference_from_spec
 from duetto.cli import app
 from formulation.cluster import Cluster
@@ -479,6 +480,10 @@ def test_the_authors_settings_are_the_defaults_and_duettos_stay_reachable() -> N
                 assert "line" in setting.source or "`" in setting.source
     with pytest.raises(DuettoInputError, match="settings"):
         load_trace("muri", testbed, settings="mine")
+    # the Python replay takes them too
+    for settings, capacity in (("authors", 4), ("duetto", 2)):
+        rows = duetto.replay("muri", testbed, policies=["srsf"], limit=30, settings=settings)
+        assert list(rows["capacity"]) == [capacity] and rows["validated"].all()
 
 
 def test_the_authors_policy_settings_follow_the_instance(tmp_path: Path) -> None:

@@ -245,7 +245,7 @@ def test_cli_bound_allows_the_capacity_a_schedule_was_made_for(tmp_path: Path) -
     assert out.exit_code == 0, out.output
     data = json.loads(out.output)
     assert data["capacity"] == 4  # a bound at C = 2 would not cover groups of four
-    assert data["schedules"][0]["gap_pct"] >= 0
+    assert data["schedules"][0]["gap_pct"] >= -1e-9  # equal up to float rounding when the bound is tight
 
 
 def test_public_api_replay_reports_certified_gaps(tmp_path: Path) -> None:
