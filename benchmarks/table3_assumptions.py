@@ -267,10 +267,8 @@ def run_study(
                     "jobs": round(variant.factor * BASE_JOBS),
                     "policy": policy,
                     "jct_avg_h": float(np.average(group["jct_avg"], weights=jobs)) / HOUR,
-                    "large_jct_avg_h": float(np.average(group["large_jct_avg"], weights=group["large_jobs"]))
-                    / HOUR,
-                    "small_jct_avg_h": float(np.average(group["small_jct_avg"], weights=group["small_jobs"]))
-                    / HOUR,
+                    "large_jct_avg_h": float(np.average(group["large_jct_avg"], weights=group["large_jobs"])) / HOUR,
+                    "small_jct_avg_h": float(np.average(group["small_jct_avg"], weights=group["small_jobs"])) / HOUR,
                     "preemptions": float(group["preemptions"].mean()),
                     "validated": bool(group["validated"].all()),
                     "beats_tiresias": int((per_file[policy] < per_file["tiresias"]).sum())
@@ -287,9 +285,7 @@ def run_study(
 def ordering_table(table: pd.DataFrame) -> pd.DataFrame:
     """One row per variant: each policy's average JCT (h), the ordering, SJF-BSBF / Tiresias."""
     wide = table.pivot_table(index="variant", columns="policy", values="jct_avg_h", sort=False)
-    order = [
-        " < ".join(row.sort_values().index.tolist()) for _, row in wide.iterrows()
-    ]  # best first
+    order = [" < ".join(row.sort_values().index.tolist()) for _, row in wide.iterrows()]  # best first
     wide = wide.round(2)
     wide["ordering (best first)"] = order
     if {"sjf-bsbf", "tiresias"} <= set(table["policy"]):
@@ -317,9 +313,7 @@ def main(
     seed: Annotated[int, typer.Option(help="seed of the load scaling")] = 0,
 ) -> None:
     """Replay SJF-BSBF's Table III workload under each assumption; print each one's effect on the ordering."""
-    table = run_study(
-        out, workloads=workloads, workers=workers, variants=default_variants(restart_cost), seed=seed
-    )
+    table = run_study(out, workloads=workloads, workers=workers, variants=default_variants(restart_cost), seed=seed)
     summary = ordering_table(table)
     summary.to_csv(Path(out) / "ordering.csv")
     typer.echo(markdown(summary))

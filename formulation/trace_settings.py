@@ -69,7 +69,7 @@ KIND_SETTINGS: dict[str, tuple[TraceSetting, ...]] = {
             "capacity",
             4,
             2,
-            f"{_MURI}: cluster_exp/run.sh line 29 `packing_nums=(\"4\")` (testbed), simulator/run_sim.py "
+            f'{_MURI}: cluster_exp/run.sh line 29 `packing_nums=("4")` (testbed), simulator/run_sim.py '
             "line 86 `packing_num` default 4 (simulations)",
         ),
         TraceSetting(
@@ -143,9 +143,7 @@ def policy_settings(kind: str, policy: str, settings: str = "authors") -> dict[s
     }
 
 
-def trace_policy_options(
-    instance: Instance, policy: Any, explicit: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
+def trace_policy_options(instance: Instance, policy: Any, explicit: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The options to simulate ``policy`` on ``instance`` with: its trace's authors' settings, then ``explicit``.
 
     An instance loaded from a public trace records its kind (``metadata["source"]``) and its settings

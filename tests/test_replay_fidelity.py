@@ -548,7 +548,9 @@ def test_every_loader_option_on_import_simulate_and_replay(tmp_path: Path) -> No
         )
         assert simulated.exit_code == 0 and json.loads(simulated.output)["valid"] is True, simulated.output
     # Gavel's unmeasured combinations: scaled by default, refused with --missing-throughput error
-    refused = cli.invoke(app, ["import", "gavel", str(gavel), "--missing-throughput", "error", "-o", str(tmp_path / "x")])
+    refused = cli.invoke(
+        app, ["import", "gavel", str(gavel), "--missing-throughput", "error", "-o", str(tmp_path / "x")]
+    )
     assert refused.exit_code == 2 and "no throughput" in refused.output and "Traceback" not in refused.output
     replayed = cli.invoke(
         app,

@@ -78,8 +78,10 @@ def test_a_small_study_validates_and_the_pair_ratios_move_the_numbers(tmp_path: 
     assert (tmp_path / "pairs.csv").is_file() and (tmp_path / "assumptions.csv").is_file()
     summary = ordering_table(table)
     assert list(summary.index) == [constant, pairs]
-    assert all(" < ".join(sorted(s.split(" < "))) == " < ".join(sorted(["sjf-bsbf", "tiresias", "sjf-ffs"]))
-               for s in summary["ordering (best first)"])
+    assert all(
+        " < ".join(sorted(s.split(" < "))) == " < ".join(sorted(["sjf-bsbf", "tiresias", "sjf-ffs"]))
+        for s in summary["ordering (best first)"]
+    )
     # the default plan: each assumption alone, together, and the 120-480-job sweep without and with both
     labels = [v.label for v in default_variants()]
     assert len(labels) == len(set(labels)) == 10

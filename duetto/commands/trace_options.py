@@ -21,7 +21,11 @@ KIND_OPTIONS: dict[str, tuple[str, tuple[str, ...], dict[str, tuple[str, ...]] |
         ("muri", "shockwave"),
         {"muri": ("iterations", "duration"), "shockwave": ("trace", "steps")},
     ),
-    "--worker-type": ("worker_type", ("gavel", "shockwave"), {k: ("v100", "p100", "k80") for k in ("gavel", "shockwave")}),
+    "--worker-type": (
+        "worker_type",
+        ("gavel", "shockwave"),
+        {k: ("v100", "p100", "k80") for k in ("gavel", "shockwave")},
+    ),
     "--throughputs": ("throughputs", ("gavel", "shockwave"), None),
     "--missing-throughput": (
         "missing_throughput",
@@ -46,7 +50,9 @@ DURATION_FROM_HELP = (
 SettingsOption = Annotated[str | None, typer.Option("--settings", help=SETTINGS_HELP)]
 ProfilesOption = Annotated[
     Path | None,
-    typer.Option("--profiles", help="pollux: folder of <application>/ profiles (default: beside the workload, else shared)"),
+    typer.Option(
+        "--profiles", help="pollux: folder of <application>/ profiles (default: beside the workload, else shared)"
+    ),
 ]
 DurationFromOption = Annotated[str | None, typer.Option("--duration-from", help=DURATION_FROM_HELP)]
 WorkerTypeOption = Annotated[

@@ -15,10 +15,10 @@ from typing import Any
 
 from formulation.errors import DuettoInputError
 from formulation.instance import Instance
+from formulation.trace_settings import KIND_SETTINGS, check_settings, loader_settings, trace_policy_options
 from formulation.traces.common import PathLike
 from formulation.traces.gavel import gavel_interference_table, load_gavel, parse_gavel_trace
 from formulation.traces.muri import load_muri
-from formulation.trace_settings import KIND_SETTINGS, check_settings, loader_settings, trace_policy_options
 from formulation.traces.pollux import PolluxFit, fit_pollux_application, load_pollux, pollux_fit_report
 from formulation.traces.shockwave import load_shockwave
 from formulation.traces.tiresias import load_tiresias
