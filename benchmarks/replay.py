@@ -37,6 +37,7 @@ from formulation.errors import DuettoInputError
 from formulation.instance import Instance
 from formulation.interference import ConstantInterference, InterferenceModel, TableInterference
 from formulation.metrics import DEFAULT_LARGE_THRESHOLD
+from formulation.trace_settings import trace_policy_options
 
 HOUR = 3600.0
 
@@ -181,7 +182,15 @@ class ReplayStudy:
     bound_time_limit: float | None = None
 
     def loader_kwargs(self) -> dict[str, Any]:
+        from formulation.trace_settings import KIND_SETTINGS
+
         options = dict(self.loader_options)
+        # the settings are part of a task's key where they change numbers (results stored before the
+        # authors' settings became the default do not resume as if they were made with them)
+        if self.trace in KIND_SETTINGS:
+            options.setdefault("settings", "authors")
+        else:
+            options.pop("settings", None)
         for name in ("nodes", "gpus_per_node", "limit", "capacity"):
             value = getattr(self, name)
             if value is not None:
@@ -233,7 +242,13 @@ def run_replay_task(task: Mapping[str, Any]) -> list[Row]:
     instance = load_replay_instance(task)
     slot = task.get("slot")
     threshold = int(task["large_threshold"])
-    simulation, wall = simulate_policy(instance, task["policy"], slot=slot, restart_cost=float(task["restart_cost"]))
+    simulation, wall = simulate_policy(
+        instance,
+        task["policy"],
+        slot=slot,
+        restart_cost=float(task["restart_cost"]),
+        policy_options=trace_policy_options(instance, task["policy"]),
+    )
     evaluation = evaluate(
         simulation.instance, simulation.schedule, slotted=slot is not None, slot=slot, large_threshold=threshold
     )

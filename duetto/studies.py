@@ -338,6 +338,8 @@ def replay(
     limit: int | None = None,
     capacity: int | None = None,
     profiles: str | Path | None = None,
+    settings: str = "authors",
+    loader_options: dict[str, Any] | None = None,
     slot: float | None = None,
     restart_cost: float = 0.0,
     large_threshold: int = 4,
@@ -367,6 +369,13 @@ def replay(
     profiles
         Pollux traces: the folder of ``<application>/`` profiles (default: beside the workload, else
         the shared copy).
+    settings
+        ``"authors"`` (default): the trace's authors' settings (Muri: C = 4, runtime from iterations,
+        Muri's own semantics for Muri-S/L; Tiresias: C = 1); ``"duetto"``: duetto's generic defaults
+        (:mod:`formulation.trace_settings`, docs/formats.md "The authors' settings").
+    loader_options
+        Further keywords for the trace's loader (``{"worker_type": "p100"}``, ``{"duration_from":
+        "duration"}``, ...; :func:`formulation.traces.load_trace`).
     slot
         Slotted semantics with this Δ (``None``: continuous time, as the papers' simulators).
     restart_cost
@@ -424,7 +433,8 @@ def replay(
         restart_cost=restart_cost,
         large_threshold=large_threshold,
         bound_time_limit=bound_time_limit,
-        loader_options=trace_loader_options(trace, profiles=None if profiles is None else Path(profiles)),
+        loader_options=dict(loader_options or {})
+        | trace_loader_options(trace, profiles=None if profiles is None else Path(profiles), settings=settings),
     )
     if bound_time_limit is not None:
         _positive(bound_time_limit, "bound_time_limit")

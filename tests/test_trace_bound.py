@@ -233,7 +233,7 @@ def test_bound_holds_for_muri_groups_on_a_muri_trace(capacity: int) -> None:
 
 
 def test_cli_bound_allows_the_capacity_a_schedule_was_made_for(tmp_path: Path) -> None:
-    instance = load_trace("muri", shared_data_dir() / "muri" / "trace1.csv", limit=40)
+    instance = load_trace("muri", shared_data_dir() / "muri" / "trace1.csv", limit=40, capacity=2)
     assert instance.cluster.capacity == 2
     io.save_instance(instance, tmp_path / "inst.json")
     result, _ = simulate_policy(instance, "muri-s", slot=None, capacity=4)
@@ -245,7 +245,7 @@ def test_cli_bound_allows_the_capacity_a_schedule_was_made_for(tmp_path: Path) -
     assert out.exit_code == 0, out.output
     data = json.loads(out.output)
     assert data["capacity"] == 4  # a bound at C = 2 would not cover groups of four
-    assert data["schedules"][0]["gap_pct"] >= 0
+    assert data["schedules"][0]["gap_pct"] >= -1e-9  # equal up to float rounding when the bound is tight
 
 
 def test_public_api_replay_reports_certified_gaps(tmp_path: Path) -> None:

@@ -69,11 +69,13 @@ def test_muri_files_load(file: str, count: int) -> None:
 
 
 def test_muri_known_rows_in_seconds() -> None:
-    inst = load_muri(DATA / "muri" / "trace2.csv")
+    inst = load_muri(DATA / "muri" / "trace2.csv", duration_from="duration")
     job0 = inst.job("0")
     # 0,16,0,4378042,vgg16,16,1453510000,3840000,332,83,68,110,0
     assert (job0.num_gpus, job0.arrival, job0.batch_size) == (16, 0.0, 16)
     assert inst.isolated_duration(job0) == pytest.approx(1453510.0, rel=1e-12)
+    # the default (the authors' runtime model): iterations × iteration_time
+    assert load_muri(DATA / "muri" / "trace2.csv", limit=1).isolated_duration("0") == pytest.approx(4378042 * 0.332)
     assert inst.iteration_time(job0) == pytest.approx(0.332)
     assert inst.profile_of(job0).stage_times == pytest.approx((0.083, 0.068, 0.110))
     # 1,1,27069000,5190727,a2c,64,2683606000,13956000,517,514,14,0,1
@@ -88,7 +90,7 @@ def test_muri_known_rows_in_seconds() -> None:
 
 
 def test_muri_testbed_and_duration_from_iterations() -> None:
-    inst = load_muri(DATA / "muri" / "testbed_400_jobs.csv")
+    inst = load_muri(DATA / "muri" / "testbed_400_jobs.csv", duration_from="duration")
     # 0,8,0,10956,gpt2,4,5095000,91000,437,0.6,419,49,0
     assert inst.isolated_duration("0") == pytest.approx(5095.0)
     assert inst.job("1").arrival == pytest.approx(1534.0)

@@ -62,7 +62,8 @@ def register(app: typer.Typer) -> None:
         if trace is not None:
             from formulation.traces import load_trace
 
-            instance = load_trace(trace, instance_path, **({"limit": limit} if limit else {}))
+            loader: dict[str, Any] = {"limit": limit} if limit else {}
+            instance = load_trace(trace, instance_path, **loader)
         else:
             instance = load_instance(instance_path)
         schedules = [(path, load_schedule(path)) for path in schedule or []]

@@ -12,7 +12,17 @@ import typer
 from rich.table import Table
 
 from duetto.cli_support import console, fail, print_json, user_errors
-from duetto.commands.trace_options import DURATION_FROM_HELP, trace_loader_options
+from duetto.commands.trace_options import (
+    ClusterSpecOption,
+    DurationFromOption,
+    MemoryOption,
+    MissingThroughputOption,
+    ProfilesOption,
+    SettingsOption,
+    ThroughputsOption,
+    WorkerTypeOption,
+    trace_loader_options,
+)
 from formulation.errors import DuettoInputError
 
 
@@ -180,12 +190,17 @@ def register(app: typer.Typer) -> None:
         nodes: Annotated[int | None, typer.Option(help="servers (default: the trace's own cluster)")] = None,
         gpus_per_node: Annotated[int | None, typer.Option(help="GPUs per server")] = None,
         limit: Annotated[int | None, typer.Option(help="keep only the first N jobs by arrival")] = None,
-        capacity: Annotated[int | None, typer.Option(help="jobs per GPU, C (default 2)")] = None,
-        profiles: Annotated[
-            Path | None,
-            typer.Option(help="pollux: folder of <application>/ profiles (default: beside the workload, else shared)"),
+        capacity: Annotated[
+            int | None, typer.Option(help="jobs per GPU, C (default: the authors' setting; muri 4, tiresias 1, else 2)")
         ] = None,
-        duration_from: Annotated[str | None, typer.Option(help=DURATION_FROM_HELP)] = None,
+        settings: SettingsOption = None,
+        profiles: ProfilesOption = None,
+        duration_from: DurationFromOption = None,
+        worker_type: WorkerTypeOption = None,
+        throughputs: ThroughputsOption = None,
+        missing_throughput: MissingThroughputOption = None,
+        cluster_spec: ClusterSpecOption = None,
+        memory: MemoryOption = None,
         allow_implausible: Annotated[
             bool, typer.Option("--allow-implausible", help="keep jobs longer than a year alone (else refused)")
         ] = False,
@@ -204,7 +219,17 @@ def register(app: typer.Typer) -> None:
             "nodes": nodes,
             "gpus_per_node": gpus_per_node,
             "allow_implausible": allow_implausible,
-            **trace_loader_options(kind.value, profiles=profiles, duration_from=duration_from),
+            **trace_loader_options(
+                kind.value,
+                profiles=profiles,
+                duration_from=duration_from,
+                worker_type=worker_type,
+                throughputs=throughputs,
+                missing_throughput=missing_throughput,
+                cluster_spec=cluster_spec,
+                memory=memory,
+                settings=settings,
+            ),
         }
         if capacity is not None:
             if capacity < 1:

@@ -11,7 +11,17 @@ from rich.table import Table
 
 from duetto.cli_support import console, fail, print_json, user_errors
 from duetto.commands.instances import INTERFERENCE_HELP, with_interference
-from duetto.commands.trace_options import DURATION_FROM_HELP
+from duetto.commands.trace_options import (
+    ClusterSpecOption,
+    DurationFromOption,
+    MemoryOption,
+    MissingThroughputOption,
+    ProfilesOption,
+    SettingsOption,
+    ThroughputsOption,
+    WorkerTypeOption,
+    trace_loader_options,
+)
 from formulation.errors import DuettoInputError
 
 _TRACE_KINDS = ("muri", "tiresias", "gavel", "shockwave", "pollux")
@@ -92,13 +102,20 @@ def register(app: typer.Typer) -> None:
             typer.Option(help=f"read the input as a public trace of this format ({', '.join(_TRACE_KINDS)})"),
         ] = None,
         limit: Annotated[int | None, typer.Option(help="with --trace: the first N jobs by arrival")] = None,
-        profiles: Annotated[
-            Path | None, typer.Option(help="with --trace pollux: folder of <application>/ profiles")
-        ] = None,
         interference: Annotated[str, typer.Option(help=INTERFERENCE_HELP)] = "default",
-        duration_from: Annotated[str | None, typer.Option(help=DURATION_FROM_HELP)] = None,
+        settings: SettingsOption = None,
+        profiles: ProfilesOption = None,
+        duration_from: DurationFromOption = None,
+        worker_type: WorkerTypeOption = None,
+        throughputs: ThroughputsOption = None,
+        missing_throughput: MissingThroughputOption = None,
+        cluster_spec: ClusterSpecOption = None,
+        memory: MemoryOption = None,
     ) -> None:
-        """Simulate a policy on an instance; print the metrics (from the validated schedule)."""
+        """Simulate a policy on an instance; print the metrics (from the validated schedule).
+
+        An instance from a public trace is simulated with its authors' policy settings unless it was
+        loaded with --settings duetto (Muri traces: muri-s/muri-l with semantics=muri); --option wins."""
         from formulation.io import load_instance, save_schedule
         from heuristics.loop import InvalidActionError, PolicyStalledError
         from heuristics.simulator import simulate as run_simulation
@@ -113,21 +130,33 @@ def register(app: typer.Typer) -> None:
             fail(f"--restart-cost must be a finite number >= 0, got {restart_cost}")
         if limit is not None and (trace is None or limit < 1):
             fail("--limit needs --trace and must be >= 1")
-        if profiles is not None and trace is None:
-            fail("--profiles needs --trace pollux")
-        if duration_from is not None and trace is None:
-            fail("--duration-from needs --trace muri")
+        loader_flags: dict[str, Any] = {
+            "profiles": profiles,
+            "duration_from": duration_from,
+            "worker_type": worker_type,
+            "throughputs": throughputs,
+            "missing_throughput": missing_throughput,
+            "cluster_spec": cluster_spec,
+            "memory": memory,
+            "settings": settings,
+        }
+        if trace is None:
+            for keyword, value in loader_flags.items():
+                if value is not None:
+                    fail(f"--{keyword.replace('_', '-')} needs --trace KIND (it is a trace loader option)")
         if trace is not None:
-            from duetto.commands.trace_options import trace_loader_options
             from formulation.traces import load_trace
 
-            loader = trace_loader_options(trace, profiles=profiles, duration_from=duration_from)
+            loader = trace_loader_options(trace, **loader_flags)
             loader |= {"limit": limit} if limit else {}
             instance = load_trace(trace, instance_path, **loader)
         else:
             instance = load_instance(instance_path)
         instance = with_interference(instance, interference)
-        options = _parse_options(option or [])
+        from formulation.trace_settings import trace_policy_options
+
+        # the trace's authors' policy settings (recorded with the instance), then the user's --option
+        options = trace_policy_options(instance, policy, _parse_options(option or []))
         try:
             result = run_simulation(
                 instance,
@@ -149,6 +178,7 @@ def register(app: typer.Typer) -> None:
             "capacity": result.instance.cluster.capacity,
             "slot": slot,
             "restart_cost": restart_cost,
+            "policy_options": options,
             "valid": bool(report.ok) if report is not None else None,
             "decisions": result.stats.decisions,
             "preemptions": result.stats.preemptions,

@@ -22,7 +22,16 @@ from rich.console import Console
 from rich.table import Table
 
 from duetto.cli_support import EXIT_INTERRUPTED, console, fail, print_json, user_errors
-from duetto.commands.trace_options import DURATION_FROM_HELP
+from duetto.commands.trace_options import (
+    ClusterSpecOption,
+    DurationFromOption,
+    MemoryOption,
+    MissingThroughputOption,
+    ProfilesOption,
+    SettingsOption,
+    ThroughputsOption,
+    WorkerTypeOption,
+)
 from formulation.errors import DuettoInputError
 
 
@@ -405,12 +414,18 @@ def register(app: typer.Typer) -> None:
         nodes: Annotated[int | None, typer.Option(help="servers (default: the trace's cluster)")] = None,
         gpus_per_node: Annotated[int | None, typer.Option(help="GPUs per server")] = None,
         limit: Annotated[int | None, typer.Option(help="keep only the first N jobs")] = None,
-        capacity: Annotated[int | None, typer.Option(help="jobs per GPU at most (C)")] = None,
-        profiles: Annotated[
-            Path | None,
-            typer.Option(help="pollux: folder of <application>/ profiles (default: beside the workload, else shared)"),
+        capacity: Annotated[
+            int | None,
+            typer.Option(help="jobs per GPU at most, C (default: the authors' setting; muri 4, tiresias 1, else 2)"),
         ] = None,
-        duration_from: Annotated[str | None, typer.Option(help=DURATION_FROM_HELP)] = None,
+        settings: SettingsOption = None,
+        profiles: ProfilesOption = None,
+        duration_from: DurationFromOption = None,
+        worker_type: WorkerTypeOption = None,
+        throughputs: ThroughputsOption = None,
+        missing_throughput: MissingThroughputOption = None,
+        cluster_spec: ClusterSpecOption = None,
+        memory: MemoryOption = None,
         slot: Annotated[float | None, typer.Option(help="slotted semantics with this Δ (default: continuous)")] = None,
         restart_cost: Annotated[float, typer.Option(help="seconds lost per preemption")] = 0.0,
         large_threshold: Annotated[int, typer.Option(help="jobs with more GPUs than this are large")] = 4,
@@ -452,7 +467,17 @@ def register(app: typer.Typer) -> None:
             slot=slot,
             restart_cost=restart_cost,
             large_threshold=large_threshold,
-            loader_options=trace_loader_options(kind, profiles=profiles, duration_from=duration_from),
+            loader_options=trace_loader_options(
+                kind,
+                profiles=profiles,
+                duration_from=duration_from,
+                worker_type=worker_type,
+                throughputs=throughputs,
+                missing_throughput=missing_throughput,
+                cluster_spec=cluster_spec,
+                memory=memory,
+                settings=settings,
+            ),
             bound_time_limit=bound_time_limit if bound else None,
         )
         with _interrupt_keeps_finished_tasks(out):

@@ -1,26 +1,98 @@
 """Loader options shared by the commands that read public traces (``import``, ``simulate --trace``,
-``replay``): each option is checked against the trace kind here, once, so the three commands agree."""
+``replay``): each option is declared once here (as a typer annotation) and checked against the trace kind
+once, so the three commands offer and check the same options."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import typer
 
 from formulation.errors import DuettoInputError
+from formulation.trace_settings import SETTINGS
 
-#: Which trace kinds take each command-line loader option (flag → (loader keyword, kinds)).
-KIND_OPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "--profiles": ("profiles_dir", ("pollux",)),
-    "--duration-from": ("duration_from", ("muri",)),
+#: Which trace kinds take each command-line loader option: flag → (loader keyword, kinds, allowed values
+#: per kind or ``None`` for a path).
+KIND_OPTIONS: dict[str, tuple[str, tuple[str, ...], dict[str, tuple[str, ...]] | None]] = {
+    "--profiles": ("profiles_dir", ("pollux",), None),
+    "--duration-from": (
+        "duration_from",
+        ("muri", "shockwave"),
+        {"muri": ("iterations", "duration"), "shockwave": ("trace", "steps")},
+    ),
+    "--worker-type": (
+        "worker_type",
+        ("gavel", "shockwave"),
+        {k: ("v100", "p100", "k80") for k in ("gavel", "shockwave")},
+    ),
+    "--throughputs": ("throughputs", ("gavel", "shockwave"), None),
+    "--missing-throughput": (
+        "missing_throughput",
+        ("gavel", "shockwave"),
+        {k: ("scale", "error") for k in ("gavel", "shockwave")},
+    ),
+    "--cluster-spec": ("cluster_spec", ("muri", "tiresias"), None),
+    "--memory": ("memory", ("pollux",), {"pollux": ("max_local_bsz", "none")}),
 }
-DURATION_FROM_HELP = (
-    "muri: isolated duration from the trace's 'duration' column (default) or 'iterations' × iteration_time "
-    "(how Muri's simulator and testbed scripts run a job)"
+
+SETTINGS_HELP = (
+    "authors (default): the trace's authors' settings (muri: C=4, runtime = iterations × iteration_time, "
+    "Muri's own semantics for muri-s/l; tiresias: C=1); duetto: duetto's generic defaults (C=2, muri: the "
+    "'duration' column, duetto's Muri semantics). docs/formats.md lists each with its source"
 )
+DURATION_FROM_HELP = (
+    "muri: runtime from 'iterations' × iteration_time (default, the authors' scripts) or the 'duration' column; "
+    "shockwave: the trace's 'trace' duration (default) or 'steps' / throughput"
+)
+
+# One annotation per option, used by every command that reads traces.
+SettingsOption = Annotated[str | None, typer.Option("--settings", help=SETTINGS_HELP)]
+ProfilesOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--profiles", help="pollux: folder of <application>/ profiles (default: beside the workload, else shared)"
+    ),
+]
+DurationFromOption = Annotated[str | None, typer.Option("--duration-from", help=DURATION_FROM_HELP)]
+WorkerTypeOption = Annotated[
+    str | None, typer.Option("--worker-type", help="gavel, shockwave: GPU type of the throughputs (default v100)")
+]
+ThroughputsOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--throughputs",
+        help="gavel, shockwave: throughput JSON (default: beside the trace, one folder up, else the shared copy)",
+    ),
+]
+MissingThroughputOption = Annotated[
+    str | None,
+    typer.Option(
+        "--missing-throughput",
+        help="gavel, shockwave: a job type × scale factor never measured: 'scale' the largest measured one "
+        "linearly (gavel's default) or 'error' (shockwave's default)",
+    ),
+]
+ClusterSpecOption = Annotated[
+    Path | None, typer.Option("--cluster-spec", help="muri, tiresias: the cluster spec CSV (num_switch,...)")
+]
+MemoryOption = Annotated[
+    str | None,
+    typer.Option("--memory", help="pollux: per-GPU memory model 'max_local_bsz' (default) or 'none' (0 GiB)"),
+]
 
 
 def trace_loader_options(
-    kind: str, *, profiles: Path | None = None, duration_from: str | None = None
+    kind: str,
+    *,
+    profiles: Path | None = None,
+    duration_from: str | None = None,
+    worker_type: str | None = None,
+    throughputs: Path | None = None,
+    missing_throughput: str | None = None,
+    cluster_spec: Path | None = None,
+    memory: str | None = None,
+    settings: str | None = None,
 ) -> dict[str, Any]:
     """The loader keywords for trace ``kind`` from the kind-specific command-line options.
 
@@ -28,10 +100,11 @@ def trace_loader_options(
     ----------
     kind
         Trace format (``pollux``, ``muri``, ...).
-    profiles
-        ``--profiles DIR``: the Pollux application profiles folder.
-    duration_from
-        ``--duration-from``: ``duration`` or ``iterations`` (Muri traces).
+    profiles, duration_from, worker_type, throughputs, missing_throughput, cluster_spec, memory
+        The options of :data:`KIND_OPTIONS` (``None``: not given, the loader's default).
+    settings
+        ``--settings``: ``authors`` or ``duetto`` (any kind; passed as ``settings`` to
+        :func:`formulation.traces.load_trace`).
 
     Returns
     -------
@@ -42,19 +115,37 @@ def trace_loader_options(
     Raises
     ------
     DuettoInputError
-        An option the kind does not take, or a folder that does not exist.
+        An option the kind does not take, a value the kind does not know, or a path that does not exist.
     """
-    given: dict[str, Any] = {"--profiles": profiles, "--duration-from": duration_from}
+    given: dict[str, Any] = {
+        "--profiles": profiles,
+        "--duration-from": duration_from,
+        "--worker-type": worker_type,
+        "--throughputs": throughputs,
+        "--missing-throughput": missing_throughput,
+        "--cluster-spec": cluster_spec,
+        "--memory": memory,
+    }
     options: dict[str, Any] = {}
+    if settings is not None:
+        if settings not in SETTINGS:
+            raise DuettoInputError(f"must be one of {', '.join(SETTINGS)}, got {settings!r}", field="--settings")
+        options["settings"] = settings
     for flag, value in given.items():
         if value is None:
             continue
-        keyword, kinds = KIND_OPTIONS[flag]
+        keyword, kinds, allowed = KIND_OPTIONS[flag]
         if kind not in kinds:
             raise DuettoInputError(f"{flag} applies to {', '.join(kinds)} traces only, not {kind}", field=flag)
-        if flag == "--profiles" and not Path(value).is_dir():
-            raise DuettoInputError("no such folder", source=str(value), field=flag)
-        if flag == "--duration-from" and value not in ("duration", "iterations"):
-            raise DuettoInputError(f"must be 'duration' or 'iterations', got {value!r}", field=flag)
+        if allowed is None:
+            path = Path(value)
+            if flag == "--profiles" and not path.is_dir():
+                raise DuettoInputError("no such folder", source=str(value), field=flag)
+            if flag != "--profiles" and not path.is_file():
+                raise DuettoInputError("no such file", source=str(value), field=flag)
+        elif value not in allowed[kind]:
+            raise DuettoInputError(
+                f"{kind} traces take {' or '.join(repr(a) for a in allowed[kind])}, got {value!r}", field=flag
+            )
         options[keyword] = str(value)
     return options

@@ -9,11 +9,13 @@ Common options: ``nodes``, ``gpus_per_node`` (cluster shape; each format has a d
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 from formulation.errors import DuettoInputError
 from formulation.instance import Instance
+from formulation.trace_settings import KIND_SETTINGS, check_settings, loader_settings, trace_policy_options
 from formulation.traces.common import PathLike
 from formulation.traces.gavel import gavel_interference_table, load_gavel, parse_gavel_trace
 from formulation.traces.muri import load_muri
@@ -31,7 +33,7 @@ LOADERS: dict[str, Callable[..., Instance]] = {
 TRACE_KINDS: tuple[str, ...] = tuple(LOADERS)
 
 
-def load_trace(kind: str, path: PathLike, **options: Any) -> Instance:
+def load_trace(kind: str, path: PathLike, *, settings: str = "authors", **options: Any) -> Instance:
     """Load a trace of format ``kind`` (``muri``, ``tiresias``, ``gavel``, ``shockwave``, ``pollux``).
 
     Parameters
@@ -40,8 +42,13 @@ def load_trace(kind: str, path: PathLike, **options: Any) -> Instance:
         The format.
     path
         The trace file.
+    settings
+        ``"authors"`` (default): the trace's authors' settings (the loaders' defaults,
+        :data:`~formulation.trace_settings.KIND_SETTINGS`); ``"duetto"``: duetto's generic defaults
+        for the options not given in ``options``. Recorded as ``metadata["settings"]``, which decides
+        the policy options :func:`~formulation.trace_settings.trace_policy_options` adds.
     **options
-        Passed to the format's loader (``load_<kind>``).
+        Passed to the format's loader (``load_<kind>``); an option given here wins over ``settings``.
 
     Raises
     ------
@@ -51,16 +58,19 @@ def load_trace(kind: str, path: PathLike, **options: Any) -> Instance:
     loader = LOADERS.get(kind)
     if loader is None:
         raise DuettoInputError(f"unknown trace kind '{kind}'; choose one of {', '.join(TRACE_KINDS)}", field="kind")
+    chosen = check_settings(settings)
     try:
-        return loader(path, **options)
+        instance = loader(path, **(loader_settings(kind, chosen) | options))
     except TypeError as error:
         # an option the loader does not take: a user mistake, not a crash
         if "unexpected keyword argument" in str(error):
             raise DuettoInputError(f"{kind} traces: {error}", field="options") from None
         raise
+    return dataclasses.replace(instance, metadata={**instance.metadata, "settings": chosen})
 
 
 __all__ = [
+    "KIND_SETTINGS",
     "LOADERS",
     "TRACE_KINDS",
     "PolluxFit",
@@ -74,4 +84,5 @@ __all__ = [
     "load_trace",
     "parse_gavel_trace",
     "pollux_fit_report",
+    "trace_policy_options",
 ]

@@ -61,11 +61,11 @@ def load_muri(
     nodes: int | None = None,
     gpus_per_node: int | None = None,
     gpu_memory_gib: float = 32.0,
-    capacity: int = 2,
+    capacity: int = 4,
     interference: InterferenceModel | None = None,
     limit: int | None = None,
     cluster_spec: PathLike | None = None,
-    duration_from: Literal["duration", "iterations"] = "duration",
+    duration_from: Literal["duration", "iterations"] = "iterations",
     name: str | None = None,
     allow_implausible: bool = False,
 ) -> Instance:
@@ -78,7 +78,8 @@ def load_muri(
     nodes, gpus_per_node
         Cluster shape; each defaults to ``cluster_spec``.
     gpu_memory_gib, capacity
-        GPU memory and ``C``.
+        GPU memory and ``C``; default 4, Muri's ``packing_num`` (the authors' setting,
+        :data:`~formulation.trace_settings.KIND_SETTINGS`; duetto's generic default is 2).
     interference
         Default :class:`StageInterference` (ξ from the per-stage times).
     limit
@@ -87,10 +88,10 @@ def load_muri(
         Muri/Tiresias cluster CSV; default ``cluster_n8g8.csv`` beside the trace if it exists,
         else 8 nodes × 8 GPUs.
     duration_from
-        ``"duration"`` (default): the isolated duration is the trace's ``duration`` column
-        (iterations = duration / iteration_time, fractional). ``"iterations"``: the trace's
-        ``iterations`` column at the measured iteration time, as Muri's simulator runs jobs
-        (the two differ by up to 2× on some rows).
+        ``"iterations"`` (default, the authors' runtime model): the trace's ``iterations`` column at
+        the measured iteration time, as Muri's testbed scripts and simulator run jobs.
+        ``"duration"``: the isolated duration is the trace's ``duration`` column (iterations =
+        duration / iteration_time, fractional). The two differ by up to 2× on some rows.
     name
         Instance name; default the file's stem.
     allow_implausible

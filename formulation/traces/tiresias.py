@@ -44,7 +44,7 @@ def load_tiresias(
     nodes: int | None = None,
     gpus_per_node: int | None = None,
     gpu_memory_gib: float = 32.0,
-    capacity: int = 2,
+    capacity: int = 1,
     interference: InterferenceModel | None = None,
     limit: int | None = None,
     cluster_spec: PathLike | None = None,
@@ -60,9 +60,10 @@ def load_tiresias(
     nodes, gpus_per_node
         Cluster shape; each defaults to ``cluster_spec``.
     gpu_memory_gib, capacity
-        GPU memory and ``C``.
+        GPU memory and ``C``; default 1, the authors' setting (Tiresias' simulator never shares a GPU,
+        :data:`~formulation.trace_settings.KIND_SETTINGS`; duetto's generic default is 2).
     interference
-        Default ``ConstantInterference(1.5)``.
+        Default ``ConstantInterference(1.5)`` (matters from ``capacity=2`` on).
     limit
         Keep only the ``limit`` earliest arrivals (ties: file order).
     cluster_spec
