@@ -272,6 +272,7 @@ class _Tracker:
     lanes: dict[str, Any] | None = None  # the lane relaxation's summary, if it ran
     # the coupled LP's thread offers bounds too: compare-and-set under a lock
     _bound_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _best_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def offer(self, solution: SlotSolution, value: float) -> bool:
         """Keep ``solution`` if it is valid under both completion rules (a rounding near miss can make a
@@ -282,9 +283,10 @@ class _Tracker:
             self.rejected += 1
             return False
         exact = float(self.problem.objective_slots(evaluate(self.problem, solution, exact=True)))
-        if exact < self.best_model_value - 1e-9:
-            self.best, self.best_model_value = solution, exact
-            self.incumbents += 1
+        with self._best_lock:  # branch-and-price's leaf checks offer from the tree's thread too
+            if exact < self.best_model_value - 1e-9:
+                self.best, self.best_model_value = solution, exact
+                self.incumbents += 1
         return True
 
     def offer_bound(self, bound: float) -> None:
@@ -1224,6 +1226,8 @@ def _result(
         bound_s = objective_s
     elif objective_s - bound_s <= 1e-9 * max(1.0, abs(objective_s)) and status is not SolveStatus.ERROR:
         status = SolveStatus.OPTIMAL  # the bound meets the schedule: proven, even if the solver stopped
+        if killed:
+            message = "proven optimal: the bound meets the schedule; the solver process was stopped"
     stats.update(
         {
             "warm_start_objective": problem.objective_seconds(problem.upper_bound_value or 0),
