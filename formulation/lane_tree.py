@@ -48,6 +48,10 @@ from formulation.lanes import (
     single_job_lanes,
 )
 
+MAX_POOL_COLUMNS = 400_000
+"""The tree stops (status ``"pool_limit"``, its global bound still valid) once its master holds this many
+columns: the pool is shared by every node and only grows (measured: about 30 lanes of 16 jobs per node
+at 16 jobs on 8 GPUs, so a 60 s solve stays under a few thousand)."""
 MAX_CENTERS = 5_000
 """Open nodes that keep their parent's duals (two slot-by-job arrays each) to start from."""
 BOUND_TOLERANCE = 1e-6
@@ -65,7 +69,8 @@ class LaneTreeBound:
     status
         ``"optimal"`` (the tree closed: the incumbent is optimal), ``"open"`` (the nodes left cannot
         be split further: their starts and ends are single slots in their LPs), ``"time_limit"``,
-        ``"cancelled"``, ``"node_limit"``, ``"stopped"`` (``on_bound`` said so), ``"skipped: <reason>"``.
+        ``"cancelled"``, ``"node_limit"``, ``"pool_limit"`` (:data:`MAX_POOL_COLUMNS`), ``"stopped"``
+        (``on_bound`` said so), ``"skipped: <reason>"``.
     root
         The root node's bound (the lane LP's).
     incumbent
@@ -74,6 +79,10 @@ class LaneTreeBound:
         Nodes solved, nodes left open, deepest node solved.
     seconds
         Wall time.
+    leaf_checks, leaves_closed
+        Exact checks of nodes run, and nodes they decided.
+    columns
+        Columns of the shared master at the end (lanes, start/end variables, artificials).
     """
 
     value: float
@@ -86,6 +95,7 @@ class LaneTreeBound:
     seconds: float = 0.0
     leaf_checks: int = 0
     leaves_closed: int = 0
+    columns: int = 0
 
     @property
     def proven(self) -> bool:
@@ -102,6 +112,7 @@ class LaneTreeBound:
             "depth": self.depth,
             "leaf_checks": self.leaf_checks,
             "leaves_closed": self.leaves_closed,
+            "columns": self.columns,
             "seconds": round(self.seconds, 3),
         }
 
@@ -342,6 +353,9 @@ def lane_tree_bound(
         if nodes >= max_nodes:
             status = "node_limit"
             break
+        if master.columns >= MAX_POOL_COLUMNS:
+            status = "pool_limit"
+            break
         if incumbent_value is not None:
             best_known = min(best_known, float(incumbent_value()))
         node = heapq.heappop(heap)
@@ -432,5 +446,6 @@ def lane_tree_bound(
         depth=depth,
         leaf_checks=checks,
         leaves_closed=closed,
+        columns=master.columns,
         seconds=time.perf_counter() - began,
     )

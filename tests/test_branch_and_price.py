@@ -167,3 +167,17 @@ def test_branch_and_price_on_every_coarse_instance_slow() -> None:
         assert bnp.objective >= cpsat.bound - 1e-6 and cpsat.objective >= bnp.bound - 1e-6, path.name
         if bnp.proven_optimal and cpsat.proven_optimal:
             assert math.isclose(bnp.objective, cpsat.objective, abs_tol=1e-6), path.name
+
+
+def test_the_tree_stops_at_its_pool_limit_with_a_valid_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    from formulation import lane_tree
+
+    instance, problem = _small_problem(seed=2, jobs=6)
+    free = lane_tree.lane_tree_bound(problem, time_limit=20)
+    monkeypatch.setattr(lane_tree, "MAX_POOL_COLUMNS", free.columns // 2)
+    capped = lane_tree.lane_tree_bound(problem, time_limit=20)
+    assert free.nodes > 1  # the pool grew past half its final size while the tree branched
+    assert capped.status == "pool_limit" and capped.columns < free.columns
+    # the same search stopped earlier: a valid bound, never above the one the whole search reached
+    assert capped.proven and capped.value <= free.value + 1e-9 and capped.nodes < free.nodes
+    assert len(instance.jobs) == 6
