@@ -70,6 +70,30 @@ def test_lookahead_identical_to_reference(
     assert new_policy.rollouts > 0
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"foresight": True},  # arrivals inside the rollouts (the pending list grows there)
+        {"bases": ("bsbf", "nosharing", "share"), "tail": True},
+        {"order": "area", "head": 4, "partners": 2, "horizon": 20, "max_events": 12},
+    ],
+)
+def test_lookahead_options_identical_to_reference(options: dict[str, Any]) -> None:
+    instance = generate_instance(50, 2, 4, 7, arrivals="poisson")
+    new_policy = lookahead.LookaheadPolicy(**options)
+    old_policy = lookahead_ref.LookaheadPolicy(**options)
+    new = simulate(instance, new_policy, capacity=3)
+    old = simulate(instance, old_policy, capacity=3, validate=False)
+    assert new.report is not None and new.report.ok
+    assert _schedule(new) == _schedule(old)
+    assert (new_policy.rollouts, new_policy.events, new_policy.deviations) == (
+        old_policy.rollouts,
+        old_policy.events,
+        old_policy.deviations,
+    )
+    assert new_policy.rollouts > 0
+
+
 @pytest.mark.parametrize("slot", [None, 60.0])
 def test_lookahead_identical_on_muri_trace_prefix(slot: float | None) -> None:
     """Muri's trace2 (gangs of 1-32 GPUs on 64 GPUs): where the shortcuts for gangs are exercised."""
