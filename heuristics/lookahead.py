@@ -275,7 +275,8 @@ class _Sim:
         self.seq = 0
         self.pending: list[str] = []
         self.pdem: list[int] = []  # GPU demand of each pending job (same order)
-        self.todo: dict[int, list[str]] = {}  # room level -> the pending jobs that fit in it (order kept)
+        # room level -> the pending jobs that fit in it as (job, demand), in order
+        self.todo: dict[int, list[tuple[str, int]]] = {}
         self.total = 0.0
         self.arrivals: list[tuple[float, str]] = []  # future arrivals in the model (time order; shared, read-only)
         self.next_arrival = 0
@@ -380,7 +381,10 @@ class _Sim:
             if others:  # a max: the order of the set does not matter
                 row = rows.get(job_id) or st.ratio_row(job_id)
                 for other in others:
-                    r = row[other] if other in row else st.ratio(job_id, other)
+                    try:
+                        r = row[other]
+                    except KeyError:
+                        r = st.ratio(job_id, other)
                     if r is not None and r > xi:
                         xi = r
             rate = 1.0 / (record[1] * xi)
@@ -432,7 +436,7 @@ class _Sim:
             co[other].add(job_id)
         self._partners = None
         placed = tuple(gpus)
-        nodes = st.nodes_of.get(placed)
+        nodes = 1 if len(placed) == 1 else st.nodes_of.get(placed)
         if nodes is None:
             nodes = st.nodes_of[placed] = len({g // gpn for g in placed})
         titer = st._titer.get((job_id, steps, nodes))
@@ -562,9 +566,11 @@ class _Sim:
         demand = self.pdem[index]
         del self.pending[index]
         del self.pdem[index]
-        for level, jobs in self.todo.items():
-            if demand <= level:
-                jobs.remove(job_id)
+        if self.todo:
+            entry = (job_id, demand)
+            for level, jobs in self.todo.items():
+                if demand <= level:
+                    jobs.remove(entry)
 
     # --- the base policies ----------------------------------------------------------------------------
     def partner_list(self) -> list[_Partner]:
@@ -627,7 +633,10 @@ class _Sim:
         else:
             potential = 1 << 30
         for x_a, other, gpus, used in scanned:
-            xis = row[other] if other in row else pair(job_id, other)
+            try:
+                xis = row[other]
+            except KeyError:
+                xis = pair(job_id, other)
             if xis is None:
                 potential -= len(gpus)
                 if potential < need:
@@ -678,7 +687,10 @@ class _Sim:
         best = math.inf
         found: tuple[int, int] | None = None
         for x_a, other, gpus, used in partners if limit is None else partners[:limit]:
-            xis = row[other] if other in row else pair(job_id, other)
+            try:
+                xis = row[other]
+            except KeyError:
+                xis = pair(job_id, other)
             if xis is None:
                 continue
             xi_a, xi_b = xis
@@ -747,17 +759,16 @@ class _Sim:
         started: list[str] = []
         partners: list[_Partner] | None = None
         partner_gpus = -1  # GPUs of the scanned partners (-1: not counted yet)
-        demand_of = st.demand
         # free + single never grows during a step (a start alone turns idle GPUs into single ones, a
         # shared start uses single ones), so a job too large now stays too large: skip those up front.
         level = st.room_level[free + single]
         todo = self.todo.get(level)
         if todo is None:
-            todo = self.todo[level] = list(compress(self.pending, map(level.__ge__, self.pdem)))
-        for job_id in todo:
+            pdem = self.pdem
+            todo = self.todo[level] = list(compress(zip(self.pending, pdem, strict=True), map(level.__ge__, pdem)))
+        for job_id, demand in todo:
             if free + single == 0:
                 break
-            demand = demand_of[job_id]
             if demand > free + single:
                 continue
             if demand <= free:
