@@ -285,16 +285,16 @@ class _Sim:
         other = _Sim.__new__(_Sim)
         other.st = self.st
         other.t = self.t
-        other.occ = [list(o) for o in self.occ]
+        other.occ = list(map(list, self.occ))
         other.mem = list(self.mem)
         other.released = list(self.released)
-        other.free_by_node = [list(f) for f in self.free_by_node]
+        other.free_by_node = list(map(list, self.free_by_node))
         other.free_count = self.free_count
         other.nsingle = self.nsingle
         other.singles = set(self.singles)
         other._partners = None
-        other.run = {j: list(r) for j, r in self.run.items()}
-        other.co = {j: set(c) for j, c in self.co.items()}
+        other.run = dict(zip(self.run, map(list, self.run.values()), strict=True))
+        other.co = dict(zip(self.co, map(set.copy, self.co.values()), strict=True))
         other.steps = dict(self.steps)
         other.heap = list(self.heap)
         other.seq = self.seq
@@ -336,21 +336,6 @@ class _Sim:
             if len(taken) == count:
                 break
         return taken if len(taken) == count else None
-
-    def single_occupied(self) -> dict[str, list[int]]:
-        """Running job → GPUs on which it is the only job (by GPU: jobs in order of their first one)."""
-        result: dict[str, list[int]] = {}
-        if not self.nsingle:
-            return result
-        occ = self.occ
-        for gpu in sorted(self.singles):
-            job_id = occ[gpu][0]
-            gpus = result.get(job_id)
-            if gpus is None:
-                result[job_id] = [gpu]
-            else:
-                gpus.append(gpu)
-        return result
 
     def budget(self, gpus: Sequence[int]) -> float:
         return self.st.gpu_memory - max((self.mem[g] for g in gpus), default=0.0)
@@ -586,7 +571,17 @@ class _Sim:
         iterations = self.st.iterations
         t = self.t
         mem = self.mem
-        for job_id, gpus in self.single_occupied().items():
+        occ = self.occ
+        # Running job -> the GPUs it is alone on (GPU order: jobs in order of their first such GPU).
+        groups: dict[str, list[int]] = {}
+        for gpu in sorted(self.singles):
+            job_id = occ[gpu][0]
+            gpus = groups.get(job_id)
+            if gpus is None:
+                groups[job_id] = [gpu]
+            else:
+                gpus.append(gpu)
+        for job_id, gpus in groups.items():
             record = run[job_id]
             left = iterations[job_id] - (record[2] + record[4] * (t - record[3]))
             used = mem[gpus[0]] if len(gpus) == 1 else max([mem[g] for g in gpus])
@@ -820,8 +815,11 @@ class _Sim:
         modelled jobs' completion times plus ``tail`` × the sum over GPUs of the time each becomes idle
         for good (the delay the jobs behind the horizon see)."""
         events = 0
+        sharing = base != "nosharing" and self.st.capacity >= 2
         while True:
-            self.base_step(base, slot, scan, tries)
+            # (base_step returns at once when nothing is pending or no GPU is idle or, sharing, single)
+            if self.pending and (self.free_count or (sharing and self.nsingle)):
+                self.base_step(base, slot, scan, tries)
             if events >= max_events:
                 return self.terminal(tail), events
             if not self.next_event(slot):
