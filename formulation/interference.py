@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal, Protocol
 
+import numpy as np
+
 from formulation.errors import DuettoInputError
 from formulation.speed import Profile
 
@@ -115,6 +117,44 @@ class HashedPairInterference:
         fraction = int.from_bytes(digest, "big") / 2.0**64
         return round(self.low + fraction * (self.high - self.low), self.decimals)
 
+    def ratios(self, pairs: Sequence[tuple[Profile, Profile]]) -> list[float | None]:
+        """:meth:`ratio` of many ``(victim, other)`` pairs at once, bit-identical (the batch hook of
+        :meth:`heuristics.placement.InstanceFacts.profile_ratios`)."""
+        if not pairs:
+            return []
+        prefix = f"{self.seed}|".encode()
+        messages = [prefix + f"{v.name}|{o.name}".encode() for v, o in pairs]
+        values = self._draw(messages)
+        same = [i for i, (v, o) in enumerate(pairs) if v.name == o.name]
+        if same:
+            values[same] = self.low
+        return values.tolist()
+
+    def ratio_matrix(self, victims: Sequence[Profile], others: Sequence[Profile]) -> np.ndarray:
+        """``[i, k]`` = :meth:`ratio` ``(victims[i], others[k])`` for every pair, bit-identical, as one
+        float array (never NaN: every pair may share). The per-pair hash is the cost, so the work is one
+        ``blake2b`` call per pair and the rest vectorised: ~0.4 µs a pair instead of ~2.5 µs."""
+        shape = (len(victims), len(others))
+        if not victims or not others:
+            return np.zeros(shape)
+        tails = [f"|{o.name}".encode() for o in others]
+        messages = [head + tail for head in [f"{self.seed}|{v.name}".encode() for v in victims] for tail in tails]
+        values = self._draw(messages).reshape(shape)
+        other_index = {o.name: k for k, o in enumerate(others)}
+        for i, v in enumerate(victims):
+            k = other_index.get(v.name)
+            if k is not None:
+                values[i, k] = self.low
+        return values
+
+    def _draw(self, messages: list[bytes]) -> np.ndarray:
+        """``round(low + u·(high − low), decimals)`` per message, as :meth:`ratio` computes it."""
+        blake2b = hashlib.blake2b
+        digests = b"".join([blake2b(m, digest_size=8).digest() for m in messages])
+        # uint64 -> float64 is correctly rounded (as int / float in Python); / 2^64 is exact.
+        fraction = np.frombuffer(digests, dtype=">u8").astype(np.float64) / 2.0**64
+        return round_decimals(self.low + fraction * (self.high - self.low), self.decimals)
+
 
 @dataclass(frozen=True, slots=True)
 class StageInterference:
@@ -140,6 +180,30 @@ class StageInterference:
             value = max(1.0, period / own) if own > 0 else 1.0
         self._cache[key] = value
         return value
+
+
+def round_decimals(values: np.ndarray, decimals: int) -> np.ndarray:
+    """Python's ``round(x, decimals)`` of every element, bit-identical (``numpy.round`` is not: it scales,
+    rounds and divides in floating point).
+
+    Python rounds the exact binary value half-to-even to ``decimals`` places and returns the nearest
+    double to that decimal, i.e. ``k / 10**decimals`` correctly rounded, which one IEEE division gives.
+    ``k`` comes from the scaled value rounded to nearest, which is exact unless the scaled value lies
+    within its rounding error of a half-integer: those elements (and huge or non-finite ones) go to
+    Python's ``round`` one by one.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    scale = 10.0**decimals
+    scaled = values * scale
+    k = np.rint(scaled)
+    out = k / scale
+    # |scaled - exact| <= 1 ulp of scaled; a margin of 2^-40 relative (plus an absolute 2^-40) covers it.
+    margin = np.abs(scaled) * 2.0**-40 + 2.0**-40
+    doubtful = ~(np.abs(np.abs(scaled - k) - 0.5) > margin) | ~(np.abs(scaled) < 2.0**50)
+    if doubtful.any():
+        for index in np.flatnonzero(doubtful).tolist():
+            out[index] = round(float(values[index]), decimals)
+    return out
 
 
 def interleaved_period(stage_times: Sequence[Sequence[float]]) -> tuple[float, tuple[int, ...]]:

@@ -65,8 +65,9 @@ import bisect
 import heapq
 import math
 import operator
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import compress
 from typing import Any
 
 from formulation.instance import Instance
@@ -85,9 +86,13 @@ _SCORE_TOL = 1e-9
 _BUDGET_GPU_EVENTS = 32000
 _MIN_BUDGET = 500
 ORDERS: tuple[str, ...] = ("sjf", "area")
-#: A running job in the model: ``[gpus, t_iter, progress, time_at, rate, version]`` (progress in iterations
-#: at ``time_at``, rate in iterations per second, version of its current completion entry in the heap).
+#: A running job in the model: ``[gpus, t_iter, progress, time_at, rate, version, memory]`` (progress in
+#: iterations at ``time_at``, rate in iterations per second, version of its current completion entry in the
+#: heap, memory per GPU in its accumulation mode).
 _Record = list[Any]
+#: A share partner (a running job alone on some GPUs): ``(remaining time alone, job, those GPUs, the most
+#: memory used on one of them)``.
+_Partner = tuple[float, str, list[int], float]
 _first_item = operator.itemgetter(0)
 
 
@@ -105,6 +110,10 @@ class _Static:
         self.nodes = cluster.nodes
         self.capacity = cluster.capacity
         self.gpu_memory = cluster.gpu_memory_gib
+        # room (idle + single-job GPUs) -> the largest GPU demand of any job that fits in it (0: none): the
+        # pending jobs a base step examines depend on the room only through this level.
+        demands = sorted({job.num_gpus for job in instance.jobs})
+        self.room_level = [max([d for d in demands if d <= room], default=0) for room in range(self.num_gpus + 1)]
         self.demand: dict[str, int] = {}
         self.arrival: dict[str, float] = {}  # as the loop sees it (slotted: the next slot boundary)
         self.key: dict[str, tuple[float, float, int]] = {}  # priority of a job not yet started (smaller first)
@@ -113,6 +122,7 @@ class _Static:
         self.options: dict[str, tuple[ModeOption, ...]] = {}
         self.alone: dict[str, float] = {}  # fastest alone iteration time on the fewest nodes
         self._titer: dict[tuple[str, int, int], float] = {}
+        self.nodes_of: dict[tuple[int, ...], int] = {}  # GPU set -> nodes it spans
         self._memory: dict[tuple[str, int], float] = {}
         self._ratio: dict[str, dict[str, float | None]] = {}  # victim -> other -> ξ_{victim|other}
         # Per new job B: partner A -> (ξ_{A|B}, ξ_{B|A}), or None when the pair may not share.
@@ -193,7 +203,7 @@ class _Static:
 
     def titer(self, job_id: str, steps: int, gpus: Sequence[int]) -> float:
         gpn = self.gpn
-        nodes = len({g // gpn for g in gpus})
+        nodes = 1 if len(gpus) == 1 else len({g // gpn for g in gpus})
         key = (job_id, steps, nodes)
         value = self._titer.get(key)
         if value is None:
@@ -224,6 +234,7 @@ class _Sim:
     __slots__ = (
         "_partners",
         "arrivals",
+        "co",
         "free_by_node",
         "free_count",
         "heap",
@@ -231,6 +242,7 @@ class _Sim:
         "next_arrival",
         "nsingle",
         "occ",
+        "pdem",
         "pending",
         "released",
         "run",
@@ -239,6 +251,7 @@ class _Sim:
         "st",
         "steps",
         "t",
+        "todo",
         "total",
     )
 
@@ -252,12 +265,18 @@ class _Sim:
         self.free_count = 0
         self.nsingle = 0  # GPUs holding exactly one job
         self.singles: set[int] = set()  # those GPUs
-        self._partners: list[tuple[float, str, list[int]]] | None = None
+        self._partners: list[_Partner] | None = None
         self.run: dict[str, _Record] = {}
+        # Running job -> the running jobs sharing at least one GPU with it (its ξ_eff is the largest ratio
+        # over them): kept at starts and completions so a re-rate does not scan the job's GPUs.
+        self.co: dict[str, set[str]] = {}
         self.steps: dict[str, int] = {}
         self.heap: list[tuple[float, int, str, int]] = []
         self.seq = 0
         self.pending: list[str] = []
+        self.pdem: list[int] = []  # GPU demand of each pending job (same order)
+        # room level -> the pending jobs that fit in it as (job, demand), in order
+        self.todo: dict[int, list[tuple[str, int]]] = {}
         self.total = 0.0
         self.arrivals: list[tuple[float, str]] = []  # future arrivals in the model (time order; shared, read-only)
         self.next_arrival = 0
@@ -266,19 +285,22 @@ class _Sim:
         other = _Sim.__new__(_Sim)
         other.st = self.st
         other.t = self.t
-        other.occ = [list(o) for o in self.occ]
+        other.occ = list(map(list, self.occ))
         other.mem = list(self.mem)
         other.released = list(self.released)
-        other.free_by_node = [list(f) for f in self.free_by_node]
+        other.free_by_node = list(map(list, self.free_by_node))
         other.free_count = self.free_count
         other.nsingle = self.nsingle
         other.singles = set(self.singles)
         other._partners = None
-        other.run = {j: list(r) for j, r in self.run.items()}
+        other.run = dict(zip(self.run, map(list, self.run.values()), strict=True))
+        other.co = dict(zip(self.co, map(set.copy, self.co.values()), strict=True))
         other.steps = dict(self.steps)
         other.heap = list(self.heap)
         other.seq = self.seq
         other.pending = list(self.pending)
+        other.pdem = list(self.pdem)
+        other.todo = {level: list(jobs) for level, jobs in self.todo.items()}
         other.total = self.total
         other.arrivals = self.arrivals
         other.next_arrival = self.next_arrival
@@ -315,21 +337,6 @@ class _Sim:
                 break
         return taken if len(taken) == count else None
 
-    def single_occupied(self) -> dict[str, list[int]]:
-        """Running job → GPUs on which it is the only job."""
-        result: dict[str, list[int]] = {}
-        if not self.nsingle:
-            return result
-        occ = self.occ
-        for gpu in sorted(self.singles):
-            job_id = occ[gpu][0]
-            gpus = result.get(job_id)
-            if gpus is None:
-                result[job_id] = [gpu]
-            else:
-                gpus.append(gpu)
-        return result
-
     def budget(self, gpus: Sequence[int]) -> float:
         return self.st.gpu_memory - max((self.mem[g] for g in gpus), default=0.0)
 
@@ -339,62 +346,88 @@ class _Sim:
             record[2] += record[4] * (now - record[3])
             record[3] = now
 
-    def _rerate(self, job_id: str, slot: float | None) -> None:
-        record = self.run[job_id]
+    def _rerate(self, job_ids: Iterable[str], slot: float | None) -> None:
+        """Bring each job's progress to now and, if its rate changed (ξ_eff: the largest ratio over the jobs
+        sharing a GPU with it), schedule its new completion (in ``job_ids`` order: the heap's tie-break)."""
+        run = self.run
         now = self.t
-        if now > record[3]:  # _advance, inlined
-            record[2] += record[4] * (now - record[3])
-            record[3] = now
-        xi = 1.0
-        occ = self.occ
-        row: dict[str, float | None] | None = None
-        for gpu in record[0]:
-            jobs = occ[gpu]
-            if len(jobs) > 1:
-                if row is None:
-                    row = self.st.ratio_row(job_id)
-                for other in jobs:
-                    if other != job_id:
-                        r = row[other] if other in row else self.st.ratio(job_id, other)
-                        if r is not None and r > xi:
-                            xi = r
-        rate = 1.0 / (record[1] * xi)
-        if rate == record[4]:
-            return
-        record[4] = rate
-        iterations = self.st.iterations[job_id]
-        remaining = iterations - record[2]
-        if slot is None:
-            done = self.t + max(0.0, remaining) / rate
-        else:
-            slots = max(1, math.ceil((remaining - REL_TOL * iterations) / (rate * slot)))
-            done = (round(self.t / slot) + slots) * slot
-        self.seq += 1
-        record[5] = self.seq
-        heapq.heappush(self.heap, (done, self.seq, job_id, self.seq))
+        co = self.co
+        st = self.st
+        rows = st._ratio
+        iterations_of = st.iterations
+        heap = self.heap
+        for job_id in job_ids:
+            record = run[job_id]
+            if now > record[3]:  # _advance, inlined
+                record[2] += record[4] * (now - record[3])
+                record[3] = now
+            xi = 1.0
+            others = co[job_id]
+            if others:  # a max: the order of the set does not matter
+                row = rows.get(job_id) or st.ratio_row(job_id)
+                for other in others:
+                    try:
+                        r = row[other]
+                    except KeyError:
+                        r = st.ratio(job_id, other)
+                    if r is not None and r > xi:
+                        xi = r
+            rate = 1.0 / (record[1] * xi)
+            if rate == record[4]:
+                continue
+            record[4] = rate
+            iterations = iterations_of[job_id]
+            remaining = iterations - record[2]
+            if slot is None:
+                done = now + max(0.0, remaining) / rate
+            else:
+                slots = max(1, math.ceil((remaining - REL_TOL * iterations) / (rate * slot)))
+                done = (round(now / slot) + slots) * slot
+            seq = self.seq = self.seq + 1
+            record[5] = seq
+            heapq.heappush(heap, (done, seq, job_id, seq))
 
     def start(self, job_id: str, gpus: Sequence[int], steps: int, slot: float | None, progress: float = 0.0) -> None:
         st = self.st
-        own = st.memory(job_id, steps)
+        own = st._memory.get((job_id, steps))
+        if own is None:
+            own = st.memory(job_id, steps)
         gpn = st.gpn
         touched: set[str] = set()
         occ = self.occ
+        mem = self.mem
+        singles = self.singles
+        fbn = self.free_by_node
+        idle = 0  # idle GPUs taken (each becomes a single-job GPU)
+        shared = 0  # single-job GPUs that now hold two jobs
         for gpu in gpus:
             jobs = occ[gpu]
-            before = len(jobs)
-            if not before:
-                self.free_by_node[gpu // gpn].remove(gpu)
-                self.free_count -= 1
-                self.nsingle += 1
-                self.singles.add(gpu)
-            elif before == 1:
-                self.nsingle -= 1
-                self.singles.discard(gpu)
-            touched.update(jobs)
+            if not jobs:
+                fbn[gpu // gpn].remove(gpu)
+                idle += 1
+                singles.add(gpu)
+            else:
+                if len(jobs) == 1:
+                    shared += 1
+                    singles.discard(gpu)
+                touched.update(jobs)
             jobs.append(job_id)
-            self.mem[gpu] += own
+            mem[gpu] += own
+        self.free_count -= idle
+        self.nsingle += idle - shared
+        co = self.co
+        co[job_id] = touched
+        for other in touched:
+            co[other].add(job_id)
         self._partners = None
-        record: _Record = [tuple(gpus), st.titer(job_id, steps, gpus), progress, self.t, 0.0, -1]
+        placed = tuple(gpus)
+        nodes = 1 if len(placed) == 1 else st.nodes_of.get(placed)
+        if nodes is None:
+            nodes = st.nodes_of[placed] = len({g // gpn for g in placed})
+        titer = st._titer.get((job_id, steps, nodes))
+        if titer is None:
+            titer = st.titer(job_id, steps, placed)
+        record: _Record = [placed, titer, progress, self.t, 0.0, -1, own]
         self.run[job_id] = record
         self.steps[job_id] = steps
         if not touched:
@@ -414,9 +447,7 @@ class _Sim:
             record[5] = self.seq
             heapq.heappush(self.heap, (done, self.seq, job_id, self.seq))
             return
-        touched.add(job_id)
-        for other in sorted(touched):
-            self._rerate(other, slot)
+        self._rerate(sorted([*touched, job_id]), slot)
 
     def next_event(self, slot: float | None) -> bool:
         """Advance to the next completion(s) (release their GPUs) and arrivals (queue them).
@@ -448,35 +479,54 @@ class _Sim:
             if record is not None and record[5] == version:
                 finished.append(job_id)
         self.t = now
-        st = self.st
-        gpn = st.gpn
+        gpn = self.st.gpn
         touched: set[str] = set()
         occ = self.occ
+        mem = self.mem
+        singles = self.singles
         self._partners = None
+        co = self.co
+        freed = 0  # GPUs that became idle
+        new_single = 0  # GPUs left with one job
         for job_id in finished:
             record = run.pop(job_id)
             self.total += now
-            own = st.memory(job_id, self.steps.pop(job_id))
-            for gpu in record[0]:
-                jobs = occ[gpu]
-                jobs.remove(job_id)
-                left = len(jobs)
-                if left:
-                    self.mem[gpu] -= own
-                    touched.update(jobs)
-                    if left == 1:
-                        self.nsingle += 1
-                        self.singles.add(gpu)
-                else:
-                    self.mem[gpu] = 0.0
-                    self.released[gpu] = now
-                    bisect.insort(self.free_by_node[gpu // gpn], gpu)
-                    self.free_count += 1
-                    self.nsingle -= 1
-                    self.singles.discard(gpu)
-        for other in sorted(touched):
-            if other in run:
-                self._rerate(other, slot)
+            del self.steps[job_id]
+            own = record[6]
+            partners = co.pop(job_id)
+            if partners:
+                for other in partners:
+                    co[other].discard(job_id)
+                touched |= partners
+                for gpu in record[0]:
+                    jobs = occ[gpu]
+                    jobs.remove(job_id)
+                    left = len(jobs)
+                    if left:
+                        mem[gpu] -= own
+                        if left == 1:
+                            new_single += 1
+                            singles.add(gpu)
+                    else:
+                        mem[gpu] = 0.0
+                        self.released[gpu] = now
+                        bisect.insort(self.free_by_node[gpu // gpn], gpu)
+                        freed += 1
+                        singles.discard(gpu)
+            else:  # alone on all its GPUs: they all become idle
+                released = self.released
+                fbn = self.free_by_node
+                for gpu in record[0]:
+                    occ[gpu].remove(job_id)
+                    mem[gpu] = 0.0
+                    released[gpu] = now
+                    bisect.insort(fbn[gpu // gpn], gpu)
+                    singles.discard(gpu)
+                freed += len(record[0])
+        self.free_count += freed
+        self.nsingle += new_single - freed
+        if touched:
+            self._rerate([other for other in sorted(touched) if other in run], slot)
         return True
 
     def _arrive(self, limit: float) -> None:
@@ -492,32 +542,62 @@ class _Sim:
             while index > 0 and key[pending[index - 1]] > rank:
                 index -= 1
             pending.insert(index, job_id)
+            self.pdem.insert(index, self.st.demand[job_id])
+            self.todo.clear()
+
+    def drop(self, job_id: str) -> None:
+        """Remove ``job_id`` from the pending jobs (it started)."""
+        index = self.pending.index(job_id)
+        demand = self.pdem[index]
+        del self.pending[index]
+        del self.pdem[index]
+        if self.todo:
+            entry = (job_id, demand)
+            for level, jobs in self.todo.items():
+                if demand <= level:
+                    jobs.remove(entry)
 
     # --- the base policies ----------------------------------------------------------------------------
-    def partner_list(self) -> list[tuple[float, str, list[int]]]:
+    def partner_list(self) -> list[_Partner]:
         """Running jobs alone on some GPUs (SJF-BSBF's ``G_OJ`` grouped by job) as ``(remaining time alone,
-        job, GPUs)``, shortest remaining first."""
+        job, GPUs, most memory used on one of them)``, shortest remaining first."""
         if self._partners is not None:
             return self._partners
+        out: list[_Partner] = []
+        if not self.nsingle:
+            self._partners = out
+            return out
         run = self.run
         iterations = self.st.iterations
         t = self.t
-        out = []
-        for job_id, gpus in self.single_occupied().items():
+        mem = self.mem
+        occ = self.occ
+        # Running job -> the GPUs it is alone on (GPU order: jobs in order of their first such GPU).
+        groups: dict[str, list[int]] = {}
+        for gpu in sorted(self.singles):
+            job_id = occ[gpu][0]
+            gpus = groups.get(job_id)
+            if gpus is None:
+                groups[job_id] = [gpu]
+            else:
+                gpus.append(gpu)
+        for job_id, gpus in groups.items():
             record = run[job_id]
             left = iterations[job_id] - (record[2] + record[4] * (t - record[3]))
-            out.append((max(0.0, left) * record[1], job_id, gpus))
-        out.sort(key=lambda p: p[0])
+            used = mem[gpus[0]] if len(gpus) == 1 else max([mem[g] for g in gpus])
+            out.append((max(0.0, left) * record[1], job_id, gpus, used))
+        out.sort(key=_first_item)
         self._partners = out
         return out
 
     def share_options(
         self,
         job_id: str,
-        partners: list[tuple[float, str, list[int]]],
+        partners: list[_Partner],
         limit: int | None = None,
         veto: bool = False,
         need: int = 0,
+        scanned_gpus: int = -1,
     ) -> list[tuple[float, bool, str, list[int], int]]:
         """Algorithm 2 next to running jobs (the first ``limit`` of ``partners``): ``(pair JCT, share?, A,
         GPUs, steps)``, best pair JCT first.
@@ -528,29 +608,36 @@ class _Sim:
         this is :func:`heuristics.sjf_bsbf.best_sub_batch` without scoring every size. With ``veto`` only
         the options Theorem 1 accepts are returned (the same list, filtered); with ``veto`` and ``need``, an
         empty list as soon as the accepted options cannot hold ``need`` GPUs any more (a gang that
-        :meth:`gang_from` could not complete: the caller rejects it either way).
+        :meth:`gang_from` could not complete: the caller rejects it either way); ``scanned_gpus``: the GPUs
+        of the scanned partners when the caller knows it.
         """
         # Same arithmetic as pair_verdict(x_a, 1.0, ξ_a, t_B, i_B, ξ_B, t_B,alone), inlined (the hot loop
         # of every rollout): identical floats, hence identical decisions.
         st = self.st
-        modes, half_sequential, _ = st.verdict_constants(job_id)
-        row = st.pair_row(job_id)
+        modes, half_sequential, _ = st._verdict.get(job_id) or st.verdict_constants(job_id)
+        row = st._pairs.get(job_id)
+        if row is None:
+            row = st.pair_row(job_id)
         pair = st.pair
         gpu_memory = st.gpu_memory + _MEMORY_SLACK
-        mem = self.mem
         result = []
         scanned = partners if limit is None else partners[:limit]
         # GPUs the accepted options could still hold (only tracked for a gang with ``veto``).
-        potential = sum([len(p[2]) for p in scanned]) if veto and need > 0 else 1 << 30
-        for x_a, other, gpus in scanned:
-            xis = row[other] if other in row else pair(job_id, other)
+        if veto and need > 0:
+            potential = scanned_gpus if scanned_gpus >= 0 else sum([len(p[2]) for p in scanned])
+        else:
+            potential = 1 << 30
+        for x_a, other, gpus, used in scanned:
+            try:
+                xis = row[other]
+            except KeyError:
+                xis = pair(job_id, other)
             if xis is None:
                 potential -= len(gpus)
                 if potential < need:
                     return []
                 continue
             xi_a, xi_b = xis
-            used = mem[gpus[0]] if len(gpus) == 1 else max([mem[g] for g in gpus])
             for mode in modes:  # fastest first
                 if used + mode[0] <= gpu_memory:
                     break
@@ -579,26 +666,29 @@ class _Sim:
         return result
 
     def best_share(
-        self, job_id: str, partners: list[tuple[float, str, list[int]]], limit: int | None, veto: bool
+        self, job_id: str, partners: list[_Partner], limit: int | None, veto: bool
     ) -> tuple[int, int] | None:
         """A one-GPU job's share placement as ``gang_from(share_options(...))`` gives it (filtered by
         Theorem 1's verdict when ``veto``): the first option of least pair JCT, as ``(GPU, steps)``.
 
         One pass, no list or sort: a stable sort's first element is the earliest minimum."""
         st = self.st
-        modes, half_sequential, _ = st.verdict_constants(job_id)
-        row = st.pair_row(job_id)
+        modes, half_sequential, _ = st._verdict.get(job_id) or st.verdict_constants(job_id)
+        row = st._pairs.get(job_id)
+        if row is None:
+            row = st.pair_row(job_id)
         pair = st.pair
         gpu_memory = st.gpu_memory + _MEMORY_SLACK
-        mem = self.mem
         best = math.inf
         found: tuple[int, int] | None = None
-        for x_a, other, gpus in partners if limit is None else partners[:limit]:
-            xis = row[other] if other in row else pair(job_id, other)
+        for x_a, other, gpus, used in partners if limit is None else partners[:limit]:
+            try:
+                xis = row[other]
+            except KeyError:
+                xis = pair(job_id, other)
             if xis is None:
                 continue
             xi_a, xi_b = xis
-            used = mem[gpus[0]] if len(gpus) == 1 else max([mem[g] for g in gpus])
             for mode in modes:  # fastest first
                 if used + mode[0] <= gpu_memory:
                     break
@@ -662,16 +752,18 @@ class _Sim:
         if free + single == 0:
             return
         started: list[str] = []
-        partners: list[tuple[float, str, list[int]]] | None = None
-        partner_gpus = 0  # GPUs of the scanned partners
-        demand_of = st.demand
+        partners: list[_Partner] | None = None
+        partner_gpus = -1  # GPUs of the scanned partners (-1: not counted yet)
         # free + single never grows during a step (a start alone turns idle GPUs into single ones, a
         # shared start uses single ones), so a job too large now stays too large: skip those up front.
-        room = free + single
-        for job_id in [j for j in self.pending if demand_of[j] <= room]:
+        level = st.room_level[free + single]
+        todo = self.todo.get(level)
+        if todo is None:
+            pdem = self.pdem
+            todo = self.todo[level] = list(compress(zip(self.pending, pdem, strict=True), map(level.__ge__, pdem)))
+        for job_id, demand in todo:
             if free + single == 0:
                 break
-            demand = demand_of[job_id]
             if demand > free + single:
                 continue
             if demand <= free:
@@ -686,7 +778,7 @@ class _Sim:
                 tries -= 1
                 if partners is None:
                     partners = self.partner_list()
-                    partner_gpus = sum([len(p[2]) for p in (partners if scan is None else partners[:scan])])
+                    partner_gpus = -1
                 if demand == 1:
                     best = self.best_share(job_id, partners, scan, veto)
                     if best is None:
@@ -695,10 +787,12 @@ class _Sim:
                 else:
                     # gang_from cannot complete the gang from fewer partner + idle GPUs than it needs
                     # (an exact shortcut: it would return None after scoring every partner).
+                    if partner_gpus < 0:
+                        partner_gpus = sum([len(p[2]) for p in (partners if scan is None else partners[:scan])])
                     if partner_gpus + free < demand:
                         continue
-                    options = self.share_options(job_id, partners, scan, veto, demand - free)
-                    if sum([len(o[3]) for o in options]) + free < demand:
+                    options = self.share_options(job_id, partners, scan, veto, demand - free, partner_gpus)
+                    if not options or sum([len(o[3]) for o in options]) + free < demand:
                         continue  # the same shortcut with the partners Theorem 1 accepts
                     placed = self.gang_from(job_id, demand, options)
                     if placed is None:
@@ -710,9 +804,8 @@ class _Sim:
             free = self.free_count
             if sharing:
                 single = self.nsingle
-        if started:
-            gone = set(started)
-            self.pending = [j for j in self.pending if j not in gone]
+        for job_id in started:
+            self.drop(job_id)
 
     def rollout(
         self, base: str, slot: float | None, max_events: int, scan: int | None, tail: float, tries: int
@@ -722,8 +815,11 @@ class _Sim:
         modelled jobs' completion times plus ``tail`` × the sum over GPUs of the time each becomes idle
         for good (the delay the jobs behind the horizon see)."""
         events = 0
+        sharing = base != "nosharing" and self.st.capacity >= 2
         while True:
-            self.base_step(base, slot, scan, tries)
+            # (base_step returns at once when nothing is pending or no GPU is idle or, sharing, single)
+            if self.pending and (self.free_count or (sharing and self.nsingle)):
+                self.base_step(base, slot, scan, tries)
             if events >= max_events:
                 return self.terminal(tail), events
             if not self.next_event(slot):
@@ -938,15 +1034,21 @@ class LookaheadPolicy:
                 view.time,
                 0.0,
                 -1,
+                own,
             ]
             sim.steps[job.job_id] = job.steps
         sim.singles = {gpu for gpu, jobs in enumerate(sim.occ) if len(jobs) == 1}
+        sim.co = {job.job_id: set() for job in running}
+        for jobs in sim.occ:
+            for job_id in jobs:
+                sim.co[job_id].update(other for other in jobs if other != job_id)
         sim.nsingle = len(sim.singles)
-        for job in running:
-            sim._rerate(job.job_id, view.slot)
+        sim._rerate([job.job_id for job in running], view.slot)
         for job_id in pending:
             st.job(job_id)
         sim.pending = list(pending)
+        sim.pdem = [st.demand[job_id] for job_id in pending]
+        sim.todo = {}
         return sim
 
     # --- candidates -------------------------------------------------------------------------------------
@@ -956,7 +1058,7 @@ class LookaheadPolicy:
         second option, and so on (so that trimming the list to a budget keeps it diverse)."""
         st = sim.st
         per_job: list[list[_Candidate]] = []
-        partners: list[tuple[float, str, list[int]]] | None = None
+        partners: list[_Partner] | None = None
         sharing = st.capacity >= 2
         for job_id in sim.pending[: self.head]:
             mine: list[_Candidate] = []
@@ -1015,7 +1117,7 @@ class LookaheadPolicy:
             trial = sim.copy()
             if candidate.job_id:
                 trial.start(candidate.job_id, candidate.gpus, candidate.steps, slot)
-                trial.pending.remove(candidate.job_id)
+                trial.drop(candidate.job_id)
                 # The base policy completes the decision at this instant, then continues.
             elif not trial.next_event(slot):  # stop: nothing more now
                 continue
@@ -1070,7 +1172,7 @@ class LookaheadPolicy:
             if not choice.job_id:
                 break
             sim.start(choice.job_id, choice.gpus, choice.steps, slot)
-            sim.pending.remove(choice.job_id)
+            sim.drop(choice.job_id)
             queue.discard(choice.job_id)
             actions.append(Start(choice.job_id, choice.gpus, choice.steps))
         return actions

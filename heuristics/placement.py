@@ -31,8 +31,11 @@ view does not change until the loop applies the actions). :class:`InstanceFacts`
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Literal
+
+import numpy as np
 
 from formulation.errors import DuettoInputError
 from formulation.instance import Instance, Job, JobMode
@@ -121,6 +124,20 @@ class InstanceFacts:
             values = batch(objects) if batch is not None else [model.ratio(v, o) for v, o in objects]
             cache.update(zip(missing, values, strict=True))
         return [cache[key] for key in pairs]
+
+    def profile_ratio_matrix(self, victims: Sequence[str], others: Sequence[str]) -> np.ndarray:
+        """ξ_{victim|other} for every ``victims[i]`` × ``others[k]`` profile pair as a float matrix (NaN:
+        may not share), the same values as :meth:`ratio`. Uses the interference model's
+        ``ratio_matrix(victim profiles, other profiles)`` when it has one (one call for the whole block,
+        not cached here: the caller keeps what it derives), else :meth:`profile_ratios`."""
+        model = self.instance.interference
+        batch = getattr(model, "ratio_matrix", None)
+        if batch is not None:
+            profiles = self.instance.profiles
+            return np.asarray(batch([profiles[v] for v in victims], [profiles[o] for o in others]), dtype=float)
+        values = self.profile_ratios([(v, o) for v in victims for o in others])
+        flat = [math.nan if value is None else value for value in values]
+        return np.array(flat, dtype=float).reshape(len(victims), len(others))
 
     def can_pair(self, a: str, b: str) -> bool:
         return self.ratio(a, b) is not None and self.ratio(b, a) is not None

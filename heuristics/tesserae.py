@@ -314,27 +314,47 @@ class TesseraePolicy(RoundBasedPolicy):
         return value
 
     def _weight_table(self, facts: InstanceFacts, placed: list[str], pending: list[str]) -> np.ndarray:
-        """:meth:`_pair_weight` of every (placed, pending) pair as a matrix; the profile pairs not cached
-        yet are looked up in one batch (:meth:`InstanceFacts.profile_ratios`): with thousands of distinct
-        profiles the first round needs ~10^5 new pairs."""
+        """:meth:`_pair_weight` of every (placed, pending) pair as a matrix. The weights are cached per
+        profile pair; the pairs not cached yet are computed in rectangular blocks
+        (:meth:`InstanceFacts.profile_ratio_matrix`, vectorised): with thousands of distinct profiles the
+        first round needs ~10^5 new pairs."""
         rows = [self._facts_of(facts, a)[1] for a in placed]
         cols = [self._facts_of(facts, b)[1] for b in pending]
+        unique_rows = list(dict.fromkeys(rows))
         unique_cols = list(dict.fromkeys(cols))
         cache = self._weight_rows
-        need: list[tuple[str, str]] = []
-        for pa in dict.fromkeys(rows):
+        fresh = [pa for pa in unique_rows if pa not in cache]
+        if fresh:
+            self._fill_weights(facts, fresh, unique_cols)
+        # Rows seen before: the columns some of them lack, as one block (recomputing a cached pair gives
+        # the same value).
+        stale: list[str] = []
+        missing: set[str] = set()
+        wanted = set(unique_cols)
+        for pa in unique_rows:
+            lacking = wanted - cache[pa].keys()
+            if lacking:
+                stale.append(pa)
+                missing |= lacking
+        if stale:
+            self._fill_weights(facts, stale, [pb for pb in unique_cols if pb in missing])
+        table = [list(map(cache[pa].__getitem__, cols)) for pa in rows]
+        return np.array(table, dtype=float).reshape(len(rows), len(cols))
+
+    def _fill_weights(self, facts: InstanceFacts, row_profiles: list[str], col_profiles: list[str]) -> None:
+        """Cache the weight of every ``row_profiles`` × ``col_profiles`` pair: the same floats as
+        :meth:`_pair_weight` (``1/ξ_ab + 1/ξ_ba`` elementwise is the same IEEE arithmetic)."""
+        forward = facts.profile_ratio_matrix(row_profiles, col_profiles)
+        backward = facts.profile_ratio_matrix(col_profiles, row_profiles).T
+        with np.errstate(invalid="ignore"):
+            combined = 1.0 / forward + 1.0 / backward  # NaN where a pair may not share
+            weights = np.where(combined > 1.0 + self.min_gain, combined, 0.0)
+        cache = self._weight_rows
+        for pa, values in zip(row_profiles, weights.tolist(), strict=True):
             row = cache.get(pa)
             if row is None:
                 row = cache[pa] = {}
-            need.extend([(pa, pb) for pb in unique_cols if pb not in row])
-        if need:
-            forward = facts.profile_ratios(need)
-            backward = facts.profile_ratios([(pb, pa) for pa, pb in need])
-            threshold = 1.0 + self.min_gain
-            for (pa, pb), xi_ab, xi_ba in zip(need, forward, backward, strict=True):
-                combined = combined_throughput(xi_ab, xi_ba)
-                cache[pa][pb] = combined if combined is not None and combined > threshold else 0.0
-        return np.array([[cache[pa][pb] for pb in cols] for pa in rows], dtype=float).reshape(len(rows), len(cols))
+            row.update(zip(col_profiles, values, strict=True))
 
     def plan(self, view: ClusterView, facts: InstanceFacts) -> dict[str, tuple[tuple[int, ...], int]]:
         queue = self.ordering.queue

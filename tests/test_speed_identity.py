@@ -15,7 +15,7 @@ import pytest
 import heuristics.lookahead as lookahead
 from benchmarks.reference import lookahead_ref, validator_ref
 from benchmarks.reference.tesserae_ref import PerPairTesserae
-from formulation import validator
+from formulation import interference, validator
 from formulation.generator import generate_instance
 from formulation.instance import Instance
 from formulation.interference import TableInterference
@@ -61,6 +61,30 @@ def test_lookahead_identical_to_reference(
     new = simulate(instance, new_policy, slot=slot, capacity=capacity)
     old = simulate(instance, old_policy, slot=slot, capacity=capacity, validate=False)
     assert new.report is not None and new.report.ok and not new.mismatches
+    assert _schedule(new) == _schedule(old)
+    assert (new_policy.rollouts, new_policy.events, new_policy.deviations) == (
+        old_policy.rollouts,
+        old_policy.events,
+        old_policy.deviations,
+    )
+    assert new_policy.rollouts > 0
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"foresight": True},  # arrivals inside the rollouts (the pending list grows there)
+        {"bases": ("bsbf", "nosharing", "share"), "tail": True},
+        {"order": "area", "head": 4, "partners": 2, "horizon": 20, "max_events": 12},
+    ],
+)
+def test_lookahead_options_identical_to_reference(options: dict[str, Any]) -> None:
+    instance = generate_instance(50, 2, 4, 7, arrivals="poisson")
+    new_policy = lookahead.LookaheadPolicy(**options)
+    old_policy = lookahead_ref.LookaheadPolicy(**options)
+    new = simulate(instance, new_policy, capacity=3)
+    old = simulate(instance, old_policy, capacity=3, validate=False)
+    assert new.report is not None and new.report.ok
     assert _schedule(new) == _schedule(old)
     assert (new_policy.rollouts, new_policy.events, new_policy.deviations) == (
         old_policy.rollouts,
@@ -197,6 +221,61 @@ def test_profile_ratios_equal_one_by_one() -> None:
     expected = [model.ratio(instance.profiles[a], instance.profiles[b]) for a, b in names]
     assert facts.profile_ratios(names) == expected
     assert facts.profile_ratios(names[::-1]) == expected[::-1]  # now from the cache
+
+
+@pytest.mark.parametrize("decimals", [0, 1, 2, 3, 6, 12])
+def test_round_decimals_is_pythons_round(decimals: int) -> None:
+    """The vectorised rounding of the hashed ratios gives Python's ``round`` bit for bit, also next to the
+    half-way points where scaling in floating point would pick the wrong side."""
+    rng = np.random.default_rng(decimals)
+    scale = 10.0**decimals
+    halves = (np.arange(-500, 4000) + 0.5) / scale  # nearest doubles to the half-way points
+    near = np.concatenate([np.nextafter(halves, np.inf), halves, np.nextafter(halves, -np.inf)])
+    values = np.concatenate(
+        [
+            rng.uniform(1.0, 2.0, 20000),
+            rng.uniform(-3.0, 50.0, 20000),
+            near,
+            np.nextafter(near, np.inf),
+            np.nextafter(near, -np.inf),
+            [0.0, -0.0, 1e-300, 1e17, -1e17, 2.0**52 + 1, 123456.785, 2.675, 0.125, 0.375],
+        ]
+    )
+    got = interference.round_decimals(values, decimals)
+    want = [round(float(v), decimals) for v in values]
+    assert [float(g).hex() for g in got] == [w.hex() for w in want]
+
+
+@pytest.mark.parametrize(("seed", "low", "high", "decimals"), [(0, 1.0, 2.0, 2), (7, 1.0, 3.5, 3), (3, 1.2, 1.2, 2)])
+def test_hashed_ratio_matrix_bit_identical(seed: int, low: float, high: float, decimals: int) -> None:
+    model = interference.HashedPairInterference(seed, low, high, decimals)
+    profiles = list(generate_instance(60, 1, 8, seed).profiles.values())
+    victims, others = profiles[:25], profiles[10:]  # overlapping: the diagonal (a profile next to itself)
+    matrix = model.ratio_matrix(victims, others)
+    assert matrix.shape == (25, len(others))
+    want = [[model.ratio(v, o) for o in others] for v in victims]
+    assert [[float(x).hex() for x in row] for row in matrix] == [[float(x).hex() for x in row] for row in want]  # type: ignore[arg-type]
+    pairs = [(v, o) for v in victims for o in others]
+    assert [x.hex() for x in model.ratios(pairs)] == [float(x).hex() for row in want for x in row]  # type: ignore[union-attr,arg-type]
+    assert model.ratio_matrix([], others).shape == (0, len(others))
+
+
+def test_tesserae_identical_with_forbidden_pairs() -> None:
+    """A pair table with forbidden pairs (``None``: NaN in the vectorised weights, no edge) and no batch
+    hook: the block look-up's fallback gives the per-pair weights."""
+    instance = generate_instance(200, 2, 8, 5)
+    names = sorted(instance.profiles)
+    table = {
+        (a, b): (None if (i * 7 + j) % 5 == 0 else 1.0 + 0.05 * ((i + 3 * j) % 19))
+        for i, a in enumerate(names)
+        for j, b in enumerate(names)
+    }
+    instance = instance.replace(interference=TableInterference(table, default=None))
+    new_policy, old_policy = TesseraePolicy(), PerPairTesserae()
+    new = simulate(instance, new_policy, validate=False)
+    old = simulate(instance, old_policy, validate=False)
+    assert _schedule(new) == _schedule(old)
+    assert new_policy.packed_pairs == old_policy.packed_pairs > 0
 
 
 @pytest.mark.parametrize(("jobs", "nodes", "seed", "arrivals"), [(300, 4, 0, "zero"), (200, 2, 1, "poisson")])
