@@ -42,6 +42,7 @@ import numpy as np
 from formulation.errors import DuettoInputError
 from formulation.instance import Instance
 from formulation.interference import interleaved_period, interleaving_efficiency
+from formulation.progress import MuriProgress
 from heuristics.baselines import Key, PendingQueue
 from heuristics.core import Action, ClusterView, Preempt, Start
 from heuristics.matching import (
@@ -816,8 +817,9 @@ def _empty_scratch(view: ClusterView, facts: InstanceFacts) -> Scratch:
 # --- Muri-S / Muri-L --------------------------------------------------------------------------------------
 
 
-#: ``MuriPolicy(semantics=...)``: duetto's round semantics, or the policy side of Muri's own simulator.
-SEMANTICS: tuple[str, ...] = ("duetto", "muri")
+#: ``MuriPolicy(semantics=...)``: duetto's round semantics, the policy side of Muri's own simulator, or
+#: whichever the instance's progress rule says (``auto``).
+SEMANTICS: tuple[str, ...] = ("auto", "duetto", "muri")
 
 
 class MuriPolicy(RoundBasedPolicy):
@@ -842,10 +844,11 @@ class MuriPolicy(RoundBasedPolicy):
     resolution
         Quantisation step of ``γ`` for the integer matching weights.
     semantics
-        ``"duetto"`` (default): as above. ``"muri"``: the policy side of Muri's own simulator — replan at
-        every arrival and completion (besides the round ticks), and Muri-L ranks by total attained
-        GPU-seconds (:class:`AttainedOrdering`) instead of 2D-LAS queues. The progress side of Muri's
-        simulator (group period stretch, restart overheads at events) is not modelled:
+        ``"duetto"``: as above. ``"muri"``: the policy side of Muri's own simulator — replan at every
+        arrival and completion (besides the round ticks), and Muri-L ranks by total attained GPU-seconds
+        (:class:`AttainedOrdering`) instead of 2D-LAS queues. ``"auto"`` (default): ``"muri"`` on an
+        instance that uses Muri's progress rule (``Instance.progress``, the Muri traces' default: group
+        period stretch and start overheads at events), else ``"duetto"``.
         ``docs/policies-muri-tesserae.md``.
     """
 
@@ -861,7 +864,7 @@ class MuriPolicy(RoundBasedPolicy):
         las_thresholds: Sequence[float] = DEFAULT_THRESHOLDS,
         promote_knob: float = DEFAULT_PROMOTE_KNOB,
         resolution: float = DEFAULT_RESOLUTION,
-        semantics: Literal["duetto", "muri"] = "duetto",
+        semantics: Literal["auto", "duetto", "muri"] = "auto",
     ) -> None:
         if semantics not in SEMANTICS:
             raise DuettoInputError(f"unknown semantics '{semantics}'; known: {', '.join(SEMANTICS)}", field="semantics")
@@ -875,7 +878,10 @@ class MuriPolicy(RoundBasedPolicy):
         self.resolution = resolution
         self.cache = GroupingCache()
         self.semantics = semantics
+        self._las = (tuple(las_thresholds), promote_knob)
         muri = semantics == "muri"
+        #: the semantics in force ("auto" is resolved against each instance when the policy binds to it)
+        self.effective_semantics = "muri" if muri else "duetto"
         super().__init__(
             round_length=round_length,
             ordering=make_ordering(
@@ -898,6 +904,18 @@ class MuriPolicy(RoundBasedPolicy):
         self._last_selected: frozenset[str] = frozenset()
         self._last_target: dict[str, tuple[tuple[int, ...], int]] | None = None
         self.reused_plans = 0
+
+    def _bind(self, view: ClusterView) -> InstanceFacts:
+        if self.semantics == "auto" and (self.facts is None or self.facts.instance is not view.instance):
+            # Muri's progress rule comes with Muri's simulator's policy side (docs/policies-muri-tesserae.md).
+            wanted = "muri" if isinstance(view.instance.progress, MuriProgress) else "duetto"
+            if wanted != self.effective_semantics:
+                self.effective_semantics = wanted
+                las = self.priority == "las"
+                self.ordering = make_ordering("attained" if las and wanted == "muri" else self.priority, *self._las)
+                self.replan_on_events = wanted == "muri"
+                self.facts = None
+        return super()._bind(view)
 
     def check_instance(self, instance: Instance) -> None:
         """Muri needs every job's per-stage times (``Profile.stage_times``)."""
