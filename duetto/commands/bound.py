@@ -62,7 +62,9 @@ def register(app: typer.Typer) -> None:
         if trace is not None:
             from formulation.traces import load_trace
 
-            instance = load_trace(trace, instance_path, **({"limit": limit} if limit else {}))
+            # the bound is proven under SPEC.md's progress rule: a Muri trace is read with it (not Muri's rule)
+            spec = {"semantics": "duetto"} if trace == "muri" else {}
+            instance = load_trace(trace, instance_path, **({"limit": limit} if limit else {}), **spec)
         else:
             instance = load_instance(instance_path)
         schedules = [(path, load_schedule(path)) for path in schedule or []]

@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from duetto.cli_support import console, fail, print_json, user_errors
-from duetto.commands.trace_options import DURATION_FROM_HELP, trace_loader_options
+from duetto.commands.trace_options import DURATION_FROM_HELP, SEMANTICS_HELP, trace_loader_options
 from formulation.errors import DuettoInputError
 
 
@@ -186,6 +186,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(help="pollux: folder of <application>/ profiles (default: beside the workload, else shared)"),
         ] = None,
         duration_from: Annotated[str | None, typer.Option(help=DURATION_FROM_HELP)] = None,
+        semantics: Annotated[str | None, typer.Option(help=SEMANTICS_HELP)] = None,
         allow_implausible: Annotated[
             bool, typer.Option("--allow-implausible", help="keep jobs longer than a year alone (else refused)")
         ] = False,
@@ -204,7 +205,7 @@ def register(app: typer.Typer) -> None:
             "nodes": nodes,
             "gpus_per_node": gpus_per_node,
             "allow_implausible": allow_implausible,
-            **trace_loader_options(kind.value, profiles=profiles, duration_from=duration_from),
+            **trace_loader_options(kind.value, profiles=profiles, duration_from=duration_from, semantics=semantics),
         }
         if capacity is not None:
             if capacity < 1:

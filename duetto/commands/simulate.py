@@ -11,7 +11,7 @@ from rich.table import Table
 
 from duetto.cli_support import console, fail, print_json, user_errors
 from duetto.commands.instances import INTERFERENCE_HELP, with_interference
-from duetto.commands.trace_options import DURATION_FROM_HELP
+from duetto.commands.trace_options import DURATION_FROM_HELP, SEMANTICS_HELP
 from formulation.errors import DuettoInputError
 
 _TRACE_KINDS = ("muri", "tiresias", "gavel", "shockwave", "pollux")
@@ -97,6 +97,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
         interference: Annotated[str, typer.Option(help=INTERFERENCE_HELP)] = "default",
         duration_from: Annotated[str | None, typer.Option(help=DURATION_FROM_HELP)] = None,
+        semantics: Annotated[str | None, typer.Option(help=SEMANTICS_HELP)] = None,
     ) -> None:
         """Simulate a policy on an instance; print the metrics (from the validated schedule)."""
         from formulation.io import load_instance, save_schedule
@@ -117,11 +118,13 @@ def register(app: typer.Typer) -> None:
             fail("--profiles needs --trace pollux")
         if duration_from is not None and trace is None:
             fail("--duration-from needs --trace muri")
+        if semantics is not None and trace is None:
+            fail("--semantics needs --trace muri")
         if trace is not None:
             from duetto.commands.trace_options import trace_loader_options
             from formulation.traces import load_trace
 
-            loader = trace_loader_options(trace, profiles=profiles, duration_from=duration_from)
+            loader = trace_loader_options(trace, profiles=profiles, duration_from=duration_from, semantics=semantics)
             loader |= {"limit": limit} if limit else {}
             instance = load_trace(trace, instance_path, **loader)
         else:

@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from duetto.cli_support import EXIT_INTERRUPTED, console, fail, print_json, user_errors
-from duetto.commands.trace_options import DURATION_FROM_HELP
+from duetto.commands.trace_options import DURATION_FROM_HELP, SEMANTICS_HELP
 from formulation.errors import DuettoInputError
 
 
@@ -411,6 +411,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(help="pollux: folder of <application>/ profiles (default: beside the workload, else shared)"),
         ] = None,
         duration_from: Annotated[str | None, typer.Option(help=DURATION_FROM_HELP)] = None,
+        semantics: Annotated[str | None, typer.Option(help=SEMANTICS_HELP)] = None,
         slot: Annotated[float | None, typer.Option(help="slotted semantics with this Δ (default: continuous)")] = None,
         restart_cost: Annotated[float, typer.Option(help="seconds lost per preemption")] = 0.0,
         large_threshold: Annotated[int, typer.Option(help="jobs with more GPUs than this are large")] = 4,
@@ -452,7 +453,9 @@ def register(app: typer.Typer) -> None:
             slot=slot,
             restart_cost=restart_cost,
             large_threshold=large_threshold,
-            loader_options=trace_loader_options(kind, profiles=profiles, duration_from=duration_from),
+            loader_options=trace_loader_options(
+                kind, profiles=profiles, duration_from=duration_from, semantics=semantics
+            ),
             bound_time_limit=bound_time_limit if bound else None,
         )
         with _interrupt_keeps_finished_tasks(out):

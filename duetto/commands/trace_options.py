@@ -12,15 +12,21 @@ from formulation.errors import DuettoInputError
 KIND_OPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "--profiles": ("profiles_dir", ("pollux",)),
     "--duration-from": ("duration_from", ("muri",)),
+    "--semantics": ("semantics", ("muri",)),
 }
 DURATION_FROM_HELP = (
     "muri: isolated duration from the trace's 'duration' column (default) or 'iterations' × iteration_time "
     "(how Muri's simulator and testbed scripts run a job)"
 )
 
+SEMANTICS_HELP = (
+    "muri: progress rule of the instance, 'muri' (default: Muri's simulator's stretched group periods and "
+    "start overheads at events) or 'duetto' (SPEC.md's); docs/model.md, 'Progress rules'"
+)
+
 
 def trace_loader_options(
-    kind: str, *, profiles: Path | None = None, duration_from: str | None = None
+    kind: str, *, profiles: Path | None = None, duration_from: str | None = None, semantics: str | None = None
 ) -> dict[str, Any]:
     """The loader keywords for trace ``kind`` from the kind-specific command-line options.
 
@@ -32,6 +38,8 @@ def trace_loader_options(
         ``--profiles DIR``: the Pollux application profiles folder.
     duration_from
         ``--duration-from``: ``duration`` or ``iterations`` (Muri traces).
+    semantics
+        ``--semantics``: ``muri`` or ``duetto`` (Muri traces: the instance's progress rule).
 
     Returns
     -------
@@ -44,7 +52,7 @@ def trace_loader_options(
     DuettoInputError
         An option the kind does not take, or a folder that does not exist.
     """
-    given: dict[str, Any] = {"--profiles": profiles, "--duration-from": duration_from}
+    given: dict[str, Any] = {"--profiles": profiles, "--duration-from": duration_from, "--semantics": semantics}
     options: dict[str, Any] = {}
     for flag, value in given.items():
         if value is None:
@@ -56,5 +64,7 @@ def trace_loader_options(
             raise DuettoInputError("no such folder", source=str(value), field=flag)
         if flag == "--duration-from" and value not in ("duration", "iterations"):
             raise DuettoInputError(f"must be 'duration' or 'iterations', got {value!r}", field=flag)
+        if flag == "--semantics" and value not in ("muri", "duetto"):
+            raise DuettoInputError(f"must be 'muri' or 'duetto', got {value!r}", field=flag)
         options[keyword] = str(value)
     return options
