@@ -42,7 +42,7 @@ import numpy as np
 from formulation.errors import DuettoInputError
 from formulation.instance import Instance
 from formulation.interference import interleaved_period, interleaving_efficiency
-from formulation.progress import MuriProgress
+from formulation.progress import MuriProgress, muri_group_period
 from heuristics.baselines import Key, PendingQueue
 from heuristics.core import Action, ClusterView, Preempt, Start
 from heuristics.matching import (
@@ -112,6 +112,20 @@ def group_efficiency(stage_times: Sequence[Sequence[float]]) -> float:
     return busy / (resources * period)
 
 
+def muri_sim_efficiency(stage_times: Sequence[Sequence[float]]) -> float:
+    """``γ`` as Eq. 4 but with the period Muri's simulator charges a group
+    (:func:`formulation.progress.muri_group_period`, before its stretch): the busy time of the real
+    resources over ``k · T_M``. Under Muri's progress rule a group progresses at that period, so the
+    grouping scores it by that period too (Muri's simulator's edge weights use the same period)."""
+    if len(stage_times) < 2:
+        return group_efficiency(stage_times)
+    period = muri_group_period(stage_times)
+    if period <= 0:
+        return 1.0
+    resources = max(len(times) for times in stage_times)
+    return sum(math.fsum(times) for times in stage_times) / (resources * period)
+
+
 def group_slowdowns(stage_times: Sequence[Sequence[float]]) -> tuple[float, ...]:
     """Each member's slowdown in the group: ``T / Σ_r t_j^r`` (>= 1; 1 for a member with no work)."""
     period = group_period(stage_times)
@@ -177,7 +191,11 @@ class GroupingCache:
       successive rounds of a policy often group the same multiset of job classes again.
     """
 
-    def __init__(self, max_matchings: int = 200_000) -> None:
+    def __init__(self, max_matchings: int = 200_000, period_model: Literal["eq3", "muri"] = "eq3") -> None:
+        if period_model not in ("eq3", "muri"):
+            raise DuettoInputError(f"must be 'eq3' or 'muri', got {period_model!r}", field="period_model")
+        #: whose group period ``γ`` uses: Muri Eq. 3 (default) or Muri's simulator's (:func:`muri_sim_efficiency`)
+        self.period_model = period_model
         self.class_ids: dict[tuple[Any, ...], int] = {}
         self.profiles: list[StageTimes] = []
         self.memory: list[float] = []
@@ -216,7 +234,7 @@ class GroupingCache:
         key = tuple(sorted(profiles))
         value = self._gamma.get(key)
         if value is None:
-            value = group_efficiency(key)
+            value = muri_sim_efficiency(key) if self.period_model == "muri" else group_efficiency(key)
             self._gamma[key] = value
         return value
 
@@ -876,7 +894,7 @@ class MuriPolicy(RoundBasedPolicy):
         self.max_group_size = max_group_size
         self.matching: MatchingMethod = matching
         self.resolution = resolution
-        self.cache = GroupingCache()
+        self.cache = GroupingCache(period_model="muri" if semantics == "muri" else "eq3")
         self.semantics = semantics
         self._las = (tuple(las_thresholds), promote_knob)
         muri = semantics == "muri"
@@ -914,6 +932,7 @@ class MuriPolicy(RoundBasedPolicy):
                 las = self.priority == "las"
                 self.ordering = make_ordering("attained" if las and wanted == "muri" else self.priority, *self._las)
                 self.replan_on_events = wanted == "muri"
+                self.cache = GroupingCache(period_model="eq3" if wanted == "duetto" else "muri")
                 self.facts = None
         return super()._bind(view)
 
@@ -1102,5 +1121,6 @@ __all__ = [
     "merged_order",
     "missing_stage_profiles",
     "multi_round_grouping",
+    "muri_sim_efficiency",
     "srsf_priority",
 ]

@@ -27,7 +27,7 @@ from formulation.traces import load_trace
 from formulation.traces.muri import MURI_START_OVERHEADS
 from formulation.validator import validate
 from heuristics.core import Action, ClusterView, Start
-from heuristics.muri import AttainedOrdering, MuriPolicy
+from heuristics.muri import AttainedOrdering, GroupingCache, MuriPolicy, muri_sim_efficiency
 from heuristics.registry import make_policy
 from heuristics.simulator import simulate
 
@@ -185,9 +185,19 @@ def test_muri_policies_follow_the_instances_rule() -> None:
     assert isinstance(policy, MuriPolicy) and policy.semantics == "auto"
     simulate(instance, policy, capacity=4, metrics=False)
     assert policy.effective_semantics == "muri" and policy.replan_on_events
-    assert isinstance(policy.ordering, AttainedOrdering)
+    assert isinstance(policy.ordering, AttainedOrdering) and policy.cache.period_model == "muri"
     simulate(instance.replace(progress=SPEC_PROGRESS), policy, capacity=4, metrics=False)
     assert policy.effective_semantics == "duetto" and not policy.replan_on_events
+    assert policy.cache.period_model == "eq3"
+
+
+def test_grouping_scores_groups_by_the_rules_period() -> None:
+    # ShuffleNet + ResNet-18 (trace3, 4 GPUs): busy 1.691 s over 3 resources; Eq. 3 period 1.499 s,
+    # Muri's simulator's 0.909 s: γ = 1.691 / (3 · T).
+    shufflenet, resnet = (0.703, 0.062, 0.017), (0.723, 0.113, 0.073)
+    assert GroupingCache().gamma([shufflenet, resnet]) == pytest.approx(1.691 / (3 * 1.499))
+    assert GroupingCache(period_model="muri").gamma([shufflenet, resnet]) == pytest.approx(1.691 / (3 * 0.909))
+    assert muri_sim_efficiency([shufflenet]) == GroupingCache().gamma([shufflenet])
 
 
 def test_muris_rule_changes_trace_jcts() -> None:
