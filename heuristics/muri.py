@@ -863,8 +863,9 @@ class MuriPolicy(RoundBasedPolicy):
         Quantisation step of ``γ`` for the integer matching weights.
     semantics
         ``"duetto"``: as above. ``"muri"``: the policy side of Muri's own simulator — replan at every
-        arrival and completion (besides the round ticks), and Muri-L ranks by total attained GPU-seconds
-        (:class:`AttainedOrdering`) instead of 2D-LAS queues. ``"auto"`` (default): ``"muri"`` on an
+        arrival and completion (besides the round ticks), Muri-L ranks by total attained GPU-seconds
+        (:class:`AttainedOrdering`) instead of 2D-LAS queues, and groups are scored by Muri's simulator's
+        group period (``GroupingCache(period_model="muri")``). ``"auto"`` (default): ``"muri"`` on an
         instance that uses Muri's progress rule (``Instance.progress``, the Muri traces' default: group
         period stretch and start overheads at events), else ``"duetto"``.
         ``docs/policies-muri-tesserae.md``.

@@ -257,6 +257,7 @@ def test_cli_semantics_option(tmp_path: Path) -> None:
     duetto = runner.invoke(app, [*base, "--semantics", "duetto"])
     assert muri.exit_code == 0 and duetto.exit_code == 0, muri.output + duetto.output
     assert json.loads(muri.output)["metrics"]["jct_avg"] > json.loads(duetto.output)["metrics"]["jct_avg"]
+    assert json.loads(muri.output)["progress"] == "muri" and json.loads(duetto.output)["progress"] == "spec"
     bad = runner.invoke(app, [*base, "--semantics", "spec"])
     assert bad.exit_code == 2 and "'muri' or 'duetto'" in bad.output
     out = runner.invoke(

@@ -152,6 +152,7 @@ def register(app: typer.Typer) -> None:
             "capacity": result.instance.cluster.capacity,
             "slot": slot,
             "restart_cost": restart_cost,
+            "progress": result.instance.progress.kind,  # the progress rule (docs/model.md, "Progress rules")
             "valid": bool(report.ok) if report is not None else None,
             "decisions": result.stats.decisions,
             "preemptions": result.stats.preemptions,
@@ -168,7 +169,7 @@ def register(app: typer.Typer) -> None:
             table = Table(
                 title=f"{result.policy} on {instance.name} "
                 f"({'slotted, Δ=' + format(slot, 'g') + ' s' if slot else 'continuous'}, "
-                f"C={result.instance.cluster.capacity})"
+                f"C={result.instance.cluster.capacity}, {result.instance.progress.kind} progress rule)"
             )
             table.add_column("metric")
             table.add_column("value", justify="right")
