@@ -108,13 +108,16 @@ class Instance:
                     source=where,
                     field="num_gpus",
                 )
-            if isinstance(self.progress, MuriProgress) and self.profiles[job.profile].stage_times is None:
-                raise DuettoInputError(
-                    f"profile '{job.profile}' has no stage_times, which Muri's progress rule needs "
-                    "(formulation.stages.with_derived_stages adds them)",
-                    source=where,
-                    field="progress",
-                )
+            if isinstance(self.progress, MuriProgress):
+                stages = self.profiles[job.profile].stage_times
+                if stages is None or not sum(stages) > 0:
+                    # a group's period comes from its members' stage times: they must exist and not all be 0
+                    raise DuettoInputError(
+                        f"profile '{job.profile}' has no stage_times (or only zeros), which Muri's progress rule "
+                        "needs (formulation.stages.with_derived_stages adds them)",
+                        source=where,
+                        field="progress",
+                    )
             if not self.modes(job.id):
                 raise InfeasibleInstanceError(
                     f"no sub-batch of batch size {job.batch_size} fits in {self.cluster.gpu_memory_gib} GiB "

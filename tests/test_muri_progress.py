@@ -243,9 +243,9 @@ def test_muris_rule_refuses_what_it_does_not_define() -> None:
     schedule = simulate(instance, "srsf", metrics=False).schedule
     with pytest.raises(DuettoInputError, match="continuous"):
         validate(instance, schedule, slotted=True, slot=60.0)
-    bare = {"x": Profile("x", compute_alpha=1.0)}
-    with pytest.raises(DuettoInputError, match="stage_times"):
-        Instance(Cluster(1, 1), (Job("j", 0.0, 1, 1, 1, "x"),), bare, progress=MuriProgress())
+    for bare in (Profile("x", compute_alpha=1.0), Profile("x", compute_alpha=1.0, stage_times=(0.0, 0.0, 0.0))):
+        with pytest.raises(DuettoInputError, match="stage_times"):
+            Instance(Cluster(1, 1), (Job("j", 0.0, 1, 1, 1, "x"),), {"x": bare}, progress=MuriProgress())
 
 
 def test_cli_semantics_option(tmp_path: Path) -> None:
