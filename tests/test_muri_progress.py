@@ -265,3 +265,31 @@ def test_cli_semantics_option(tmp_path: Path) -> None:
     )
     assert out.exit_code == 0, out.output
     assert "progress" not in json.loads((tmp_path / "i.json").read_text())
+
+
+def test_simulate_and_validate_agree_for_every_policy_under_muris_rule(tmp_path: Path) -> None:
+    """The one-meaning-of-validity check (tests/test_validity_agreement.py) on an instance that carries
+    Muri's rule through its JSON: every policy, C = 4, the CLI's simulate and validate."""
+    from formulation.generator import generate_instance
+    from formulation.io import save_instance
+    from formulation.stages import with_derived_stages
+    from heuristics.registry import available_policies
+
+    base = with_derived_stages(generate_instance(10, 1, 4, seed=11, arrivals="poisson", load=1.5))
+    path = tmp_path / "muri.json"
+    save_instance(base.replace(progress=MuriProgress(overheads={base.jobs[0].profile: 30.0})), path)
+    runner = CliRunner()
+    checked = 0
+    for info in available_policies():
+        schedule = tmp_path / f"{info.name}.json"
+        arguments = ["simulate", str(path), "--policy", info.name, "--capacity", "4", "--json", "-o", str(schedule)]
+        simulated = runner.invoke(app, arguments)
+        if simulated.exit_code == 2:  # the policy cannot serve this instance: refused, nothing to compare
+            continue
+        assert simulated.exit_code == 0, (info.name, simulated.output)
+        summary = json.loads(simulated.stdout[simulated.stdout.index("{") :])
+        assert summary["progress"] == "muri" and summary["valid"] is True, info.name
+        validated = runner.invoke(app, ["validate", str(path), str(schedule), "--json"])
+        assert validated.exit_code == 0, (info.name, validated.output)
+        checked += 1
+    assert checked >= len(available_policies()) - 1  # nearly every policy serves it
