@@ -10,6 +10,11 @@ of a restart overhead, a completion) the set of jobs on each GPU is constant, so
 ``1 / (t_iter · ξ_eff)`` is constant; the next completion is found in closed form. In slotted mode
 every event lies on a slot boundary and a job completes at the end of the first slot in which its
 progress reaches ``I_j``, holding its GPUs until then.
+
+An instance whose progress rule is Muri's simulator's (``Instance.progress``, :mod:`formulation.progress`)
+is swept the same way with that rule: every job's arrival is an event too, each interval gives a job
+``max(0, span − o) / period`` (its group's period and start overhead), and a job completes at
+``t_0 + (I_j − p_0) · period`` when that falls before the next event. Continuous time only.
 """
 
 from __future__ import annotations
