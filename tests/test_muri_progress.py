@@ -243,6 +243,14 @@ def test_muris_rule_refuses_what_it_does_not_define() -> None:
     schedule = simulate(instance, "srsf", metrics=False).schedule
     with pytest.raises(DuettoInputError, match="continuous"):
         validate(instance, schedule, slotted=True, slot=60.0)
+    # the exact model and the trace bound are SPEC.md's problem: refused in one line, not solved wrongly
+    from formulation.discretize import discretize
+    from formulation.trace_bound import trace_lower_bound
+
+    with pytest.raises(DuettoInputError, match="exact model"):
+        discretize(_trace3(5))
+    with pytest.raises(DuettoInputError, match="lower bound"):
+        trace_lower_bound(_trace3(5), time_limit=1.0)
     for bare in (Profile("x", compute_alpha=1.0), Profile("x", compute_alpha=1.0, stage_times=(0.0, 0.0, 0.0))):
         with pytest.raises(DuettoInputError, match="stage_times"):
             Instance(Cluster(1, 1), (Job("j", 0.0, 1, 1, 1, "x"),), {"x": bare}, progress=MuriProgress())
