@@ -301,3 +301,15 @@ def test_simulate_and_validate_agree_for_every_policy_under_muris_rule(tmp_path:
         assert validated.exit_code == 0, (info.name, validated.output)
         checked += 1
     assert checked >= len(available_policies()) - 1  # nearly every policy serves it
+
+
+def test_cli_replay_refuses_slots_under_muris_rule(tmp_path: Path) -> None:
+    if not TRACE3.exists():
+        pytest.skip(f"Muri trace not found at {TRACE3}")
+    base = ["replay", "muri", str(TRACE3), "--limit", "10", "--policy", "srsf", "--no-bound", "--no-figures"]
+    base += ["--no-progress", "--workers", "1", "--out", str(tmp_path)]
+    refused = CliRunner().invoke(app, [*base, "--slot", "60"])
+    assert refused.exit_code == 2 and "--semantics duetto" in refused.output
+    slotted = CliRunner().invoke(app, [*base, "--slot", "60", "--semantics", "duetto"])
+    assert slotted.exit_code == 0, slotted.output
+

@@ -441,6 +441,12 @@ def register(app: typer.Typer) -> None:
             fail("--limit must be >= 1")
         if bound and not bound_time_limit > 0:
             fail("--bound-time-limit must be > 0")
+        if kind == "muri" and semantics in (None, "muri") and (slot is not None or restart_cost > 0):
+            # refused up front rather than by every task (docs/model.md, "Progress rules")
+            fail(
+                "--slot and --restart-cost need --semantics duetto on a Muri trace: Muri's progress rule "
+                "(the default) is continuous and charges its own start overheads"
+            )
         study = ReplayStudy(
             trace=kind,
             paths=tuple(str(p) for p in paths),
