@@ -312,4 +312,3 @@ def test_cli_replay_refuses_slots_under_muris_rule(tmp_path: Path) -> None:
     assert refused.exit_code == 2 and "--semantics duetto" in refused.output
     slotted = CliRunner().invoke(app, [*base, "--slot", "60", "--semantics", "duetto"])
     assert slotted.exit_code == 0, slotted.output
-
