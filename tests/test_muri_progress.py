@@ -191,6 +191,21 @@ def test_muri_policies_follow_the_instances_rule() -> None:
     assert policy.cache.period_model == "eq3"
 
 
+def test_muri_policy_side_on_a_spec_instance_scores_groups_by_eq3() -> None:
+    # The authors' settings give Muri-S/L semantics="muri" on a Muri trace under SPEC.md's rule (the
+    # default): event replanning and attained-time Muri-L, but groups scored by the period that rule
+    # charges (Eq. 3), which keeps the testbed within 15 % of the authors (tests/test_replay_fidelity.py).
+    spec, muri = _trace3(60, "duetto"), _trace3(60)
+    policy = make_policy("muri-l", semantics="muri")
+    assert isinstance(policy, MuriPolicy)
+    simulate(spec, policy, capacity=4, metrics=False)
+    assert policy.replan_on_events and isinstance(policy.ordering, AttainedOrdering)
+    assert policy.cache.period_model == "eq3"
+    simulate(muri, policy, capacity=4, metrics=False)
+    assert policy.cache.period_model == "muri"
+    assert load_trace("muri", TRACE3, limit=60).progress == SPEC_PROGRESS  # the loader's default
+
+
 def test_grouping_scores_groups_by_the_rules_period() -> None:
     # ShuffleNet + ResNet-18 (trace3, 4 GPUs): busy 1.691 s over 3 resources; Eq. 3 period 1.499 s,
     # Muri's simulator's 0.909 s: γ = 1.691 / (3 · T).
