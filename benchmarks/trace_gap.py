@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from formulation.instance import Instance
+from formulation.progress import SPEC_PROGRESS
 from formulation.trace_bound import TraceBound, trace_lower_bound
 
 HOUR = 3600.0
@@ -77,6 +78,8 @@ def replay_bounds(
         mask = (rows["path"] == pair[0]) & (rows["interference"] == pair[1]) if not rows.empty else None
         capacities = rows.loc[mask, "capacity"] if mask is not None and "capacity" in rows else pd.Series([], dtype=int)
         instance = load_replay_instance(task)
+        if instance.progress != SPEC_PROGRESS:
+            continue  # the bound is proven for SPEC.md's progress rule only (Muri's rule: no certified gap)
         capacity = int(max([instance.cluster.capacity, *[int(c) for c in capacities.dropna()]]))
         key = bound_key(task, capacity)
         if key not in cached:

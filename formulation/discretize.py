@@ -103,6 +103,7 @@ import numpy as np
 
 from formulation.errors import DuettoInputError, InfeasibleInstanceError
 from formulation.instance import Instance, Job
+from formulation.progress import SPEC_PROGRESS
 from formulation.schedule import Schedule
 
 Placement = Literal["any", "one_node", "multi_node"]
@@ -576,7 +577,19 @@ def discretize(
     Returns
     -------
     SlottedProblem
+
+    Raises
+    ------
+    DuettoInputError
+        The instance's progress rule is not SPEC.md's (the slotted model is SPEC.md's problem).
     """
+    if instance.progress != SPEC_PROGRESS:
+        raise DuettoInputError(
+            "the exact model is SPEC.md's problem, and this instance uses the "
+            f"'{instance.progress.kind}' progress rule: load it with "
+            "semantics='duetto' (--semantics duetto, the default)",
+            field="progress",
+        )
     if objective not in ("jct", "makespan"):
         raise DuettoInputError(f"must be 'jct' or 'makespan', got {objective!r}", field="objective")
     if not instance.jobs:

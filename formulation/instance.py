@@ -12,6 +12,7 @@ from typing import Any
 from formulation.cluster import Cluster
 from formulation.errors import DuettoInputError, InfeasibleInstanceError
 from formulation.interference import ConstantInterference, InterferenceModel
+from formulation.progress import SPEC_PROGRESS, MuriProgress, ProgressRule
 from formulation.speed import Profile, accumulation_options, iteration_time
 
 
@@ -73,7 +74,9 @@ class Instance:
     """A scheduling instance: cluster, jobs, profiles and an interference model.
 
     Immutable. Construction checks every job against its profile and the cluster, so that an
-    instance that exists can be scheduled.
+    instance that exists can be scheduled. ``progress`` is the progress rule every schedule of the
+    instance is simulated and validated under (:mod:`formulation.progress`: SPEC.md's by default, Muri's
+    simulator's for the Muri traces).
     """
 
     cluster: Cluster
@@ -82,6 +85,7 @@ class Instance:
     interference: InterferenceModel = field(default_factory=ConstantInterference)
     name: str = "instance"
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    progress: ProgressRule = SPEC_PROGRESS
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "jobs", tuple(self.jobs))
@@ -104,6 +108,16 @@ class Instance:
                     source=where,
                     field="num_gpus",
                 )
+            if isinstance(self.progress, MuriProgress):
+                stages = self.profiles[job.profile].stage_times
+                if stages is None or not sum(stages) > 0:
+                    # a group's period comes from its members' stage times: they must exist and not all be 0
+                    raise DuettoInputError(
+                        f"profile '{job.profile}' has no stage_times (or only zeros), which Muri's progress rule "
+                        "needs (formulation.stages.with_derived_stages adds them)",
+                        source=where,
+                        field="progress",
+                    )
             if not self.modes(job.id):
                 raise InfeasibleInstanceError(
                     f"no sub-batch of batch size {job.batch_size} fits in {self.cluster.gpu_memory_gib} GiB "
@@ -175,6 +189,7 @@ class Instance:
         jobs: Iterable[Job] | None = None,
         interference: InterferenceModel | None = None,
         name: str | None = None,
+        progress: ProgressRule | None = None,
     ) -> Instance:
         """A new instance with some parts replaced (profiles not used by any job are dropped)."""
         new_jobs = tuple(self.jobs if jobs is None else jobs)
@@ -186,6 +201,7 @@ class Instance:
             interference=interference or self.interference,
             name=name or self.name,
             metadata=self.metadata,
+            progress=progress if progress is not None else self.progress,
         )
 
     def head(self, count: int) -> Instance:

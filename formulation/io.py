@@ -26,6 +26,7 @@ from formulation.interference import (
     StageInterference,
     TableInterference,
 )
+from formulation.progress import MURI_DEFAULT_OVERHEAD, MURI_STRETCH, SPEC_PROGRESS, MuriProgress, ProgressRule
 from formulation.schedule import JobPlan, Schedule, Segment
 from formulation.speed import Profile
 
@@ -114,6 +115,28 @@ InterferenceSpec = Annotated[
 ]
 
 
+class SpecProgressModel(_Strict):
+    """SPEC.md's progress rule: rate 1 / (t_iter · ξ_eff) (docs/model.md, "Progress rules")."""
+
+    kind: Literal["spec"]
+
+
+class MuriProgressModel(_Strict):
+    """Muri's simulator's progress rule: stretched group periods, start overheads at events."""
+
+    kind: Literal["muri"]
+    stretch: list[float] = Field(
+        default_factory=lambda: list(MURI_STRETCH),
+        min_length=1,
+        description="iteration-time factors: alone, groups of 2, 3, 4 (a group's period is T·f_n/f_1)",
+    )
+    overheads: dict[str, float] = Field(default_factory=dict, description="profile name -> start overhead, seconds")
+    default_overhead: float = Field(MURI_DEFAULT_OVERHEAD, ge=0, description="seconds for profiles not listed")
+
+
+ProgressSpec = Annotated[SpecProgressModel | MuriProgressModel, Field(discriminator="kind")]
+
+
 class JobModel(_Strict):
     id: str = Field(min_length=1)
     arrival: float = Field(ge=0, description="submission time, seconds")
@@ -132,6 +155,9 @@ class InstanceModel(_Strict):
     interference: InterferenceSpec = ConstantInterferenceModel(kind="constant", xi=1.0)
     jobs: list[JobModel]
     metadata: dict[str, Any] = Field(default_factory=dict)
+    progress: ProgressSpec = Field(
+        SpecProgressModel(kind="spec"), description="progress rule of every schedule of this instance"
+    )
 
 
 class SegmentModel(_Strict):
@@ -280,9 +306,27 @@ def instance_from_dict(data: Any, source: str = "instance") -> Instance:
             interference=_interference_from_model(spec.interference),
             name=spec.name,
             metadata=spec.metadata,
+            progress=_progress_from_model(spec.progress),
         )
     except DuettoInputError as error:
         raise error.located(source) from None
+
+
+def _progress_from_model(spec: SpecProgressModel | MuriProgressModel) -> ProgressRule:
+    if isinstance(spec, MuriProgressModel):
+        return MuriProgress(tuple(spec.stretch), spec.overheads, spec.default_overhead)
+    return SPEC_PROGRESS
+
+
+def _progress_to_dict(rule: ProgressRule) -> dict[str, Any]:
+    if isinstance(rule, MuriProgress):
+        return {
+            "kind": "muri",
+            "stretch": list(rule.stretch),
+            "overheads": dict(rule.overheads),
+            "default_overhead": rule.default_overhead,
+        }
+    return {"kind": "spec"}
 
 
 def instance_to_dict(instance: Instance) -> dict[str, Any]:
@@ -311,6 +355,8 @@ def instance_to_dict(instance: Instance) -> dict[str, Any]:
             for job in instance.jobs
         ],
         "metadata": dict(instance.metadata),
+        # written only when it is not SPEC.md's rule, so that SPEC instances keep their exact old JSON
+        **({"progress": _progress_to_dict(instance.progress)} if instance.progress != SPEC_PROGRESS else {}),
     }
 
 

@@ -82,4 +82,5 @@ def with_derived_stages(instance: Instance, data_fraction: float = DATA_LOADING_
         interference=instance.interference,
         name=instance.name,
         metadata={**instance.metadata, "stage_times": f"derived: data loading = {data_fraction:g} × GPU stage"},
+        progress=instance.progress,
     )

@@ -53,7 +53,9 @@ from typing import Any
 
 import numpy as np
 
+from formulation.errors import DuettoInputError
 from formulation.instance import Instance
+from formulation.progress import SPEC_PROGRESS
 
 #: Intervals per job in the default grid (arrivals plus a refinement), capped by ``max_intervals``.
 INTERVALS_PER_JOB = 6
@@ -866,6 +868,13 @@ def trace_lower_bound(
     -------
     TraceBound
     """
+    if instance.progress != SPEC_PROGRESS:
+        # every cut and LP below is proven for SPEC.md's rate 1 / (t_iter · ξ), not Muri's simulator's rule
+        raise DuettoInputError(
+            "the lower bound is proven under SPEC.md's progress rule, and this instance uses "
+            f"'{instance.progress.kind}': load it with semantics='duetto' (--semantics duetto, the default)",
+            field="progress",
+        )
     begin = time.monotonic()
     final = begin + max(0.0, time_limit)
     # the simple LP and its cuts first (a share of the time), then the split LPs with what is left

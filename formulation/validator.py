@@ -10,6 +10,11 @@ of a restart overhead, a completion) the set of jobs on each GPU is constant, so
 ``1 / (t_iter · ξ_eff)`` is constant; the next completion is found in closed form. In slotted mode
 every event lies on a slot boundary and a job completes at the end of the first slot in which its
 progress reaches ``I_j``, holding its GPUs until then.
+
+An instance whose progress rule is Muri's simulator's (``Instance.progress``, :mod:`formulation.progress`)
+is swept the same way with that rule: every job's arrival is an event too, each interval gives a job
+``max(0, span − o) / period`` (its group's period and start overhead), and a job completes at
+``t_0 + (I_j − p_0) · period`` when that falls before the next event. Continuous time only.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from dataclasses import dataclass, field
 
 from formulation.errors import DuettoInputError
 from formulation.instance import Instance, Job
+from formulation.progress import MuriProgress
 from formulation.schedule import JobPlan, Schedule, Segment
 from formulation.speed import accumulation_options
 
@@ -221,6 +227,19 @@ def validate(
     slot_length = (slot if slot is not None else schedule.slot) if use_slots else None
     if use_slots and slot_length is None:
         raise DuettoInputError("slotted validation needs a slot length: the schedule has none, give --slot")
+    if isinstance(instance.progress, MuriProgress):
+        # Muri's simulator is continuous and charges its own per-model overheads (docs/model.md).
+        if use_slots:
+            raise DuettoInputError(
+                "the instance uses Muri's progress rule, which is continuous-time: it has no slotted semantics",
+                field="progress",
+            )
+        if schedule.restart_overhead > 0:
+            raise DuettoInputError(
+                "the instance uses Muri's progress rule, which charges its own start overheads: the schedule's "
+                f"restart_overhead must be 0, got {schedule.restart_overhead:g}",
+                field="restart_overhead",
+            )
     wanted = capacity if capacity is not None else schedule.capacity
     if wanted is not None and wanted != instance.cluster.capacity:
         instance = instance.replace(cluster=instance.cluster.with_capacity(wanted))
@@ -290,6 +309,7 @@ def _sweep_progress(sweep: _Sweep, plans: dict[str, JobPlan]) -> tuple[dict[str,
         # In slotted mode a restart costs whole slots (documented in docs/model.md).
         overhead = math.ceil(overhead / slot - 1e-9) * slot
 
+    muri = instance.progress if isinstance(instance.progress, MuriProgress) else None
     progress = {job_id: 0.0 for job_id in plans}
     completion: dict[str, float] = {}
     occupancy: list[Occupancy] = []
@@ -325,6 +345,9 @@ def _sweep_progress(sweep: _Sweep, plans: dict[str, JobPlan]) -> tuple[dict[str,
                 fixed_events.add(segment.end)
             if index > 0 and overhead > 0:
                 fixed_events.add(segment.start + overhead)
+    if muri is not None:
+        # Muri's rule charges its overhead at every event, and every arrival is one (docs/model.md).
+        fixed_events.update(job.arrival for job in instance.jobs)
     events = sorted(fixed_events)
     event_pos = 0
     queue_pos = 0
@@ -340,6 +363,8 @@ def _sweep_progress(sweep: _Sweep, plans: dict[str, JobPlan]) -> tuple[dict[str,
     ends: list[tuple[float, int, str, int]] = []  # (segment end, tie-break, job, segment index)
     t_iter: dict[str, float] = {}
     rates: dict[str, float] = {}
+    periods: dict[str, float] = {}  # Muri's rule: seconds per iteration over the current interval
+    losses: dict[str, float] = {}  # Muri's rule: seconds of start overhead charged per interval
     dirty: set[str] = set()  # jobs to re-rate
     restoring: set[str] = set()  # jobs inside a restart overhead
     changed: set[int] = set()  # GPUs whose job set changed since the last checked interval
@@ -442,6 +467,12 @@ def _sweep_progress(sweep: _Sweep, plans: dict[str, JobPlan]) -> tuple[dict[str,
                 rates[job_id] = 0.0  # restoring a checkpoint: GPUs held, no progress
                 continue
             restoring.discard(job_id)
+            if muri is not None:
+                period, loss = _muri_period(muri, instance, job_id, t_iter[job_id], segment, on_gpu, profile_of)
+                periods[job_id] = period
+                losses[job_id] = loss
+                rates[job_id] = 1.0 / period
+                continue
             xi = 1.0
             for gpu in segment.gpus:
                 for other in on_gpu[gpu]:
@@ -460,7 +491,9 @@ def _sweep_progress(sweep: _Sweep, plans: dict[str, JobPlan]) -> tuple[dict[str,
                 continue
             total = iterations[job_id]
             remaining = total - progress[job_id]
-            if slot is None:
+            if muri is not None:
+                done_at = now + max(0.0, remaining) * periods[job_id]
+            elif slot is None:
                 done_at = now + max(0.0, remaining) / rate
             else:
                 per_slot = rate * slot
@@ -473,8 +506,13 @@ def _sweep_progress(sweep: _Sweep, plans: dict[str, JobPlan]) -> tuple[dict[str,
         if next_time == math.inf:
             break  # active jobs without progress and nothing else to come: they never complete
         span = next_time - now
-        for job_id in active:
-            progress[job_id] += rates[job_id] * span
+        if muri is not None:
+            # Every interval ends at an event; a job that does not complete in it loses its overhead.
+            for job_id in active:
+                progress[job_id] += max(0.0, span - losses[job_id]) / periods[job_id]
+        else:
+            for job_id in active:
+                progress[job_id] += rates[job_id] * span
         limit = next_time + 1e-9 * max(1.0, next_time)
         for job_id, done_at in finishing.items():
             if done_at <= limit:
@@ -506,6 +544,35 @@ def _sweep_progress(sweep: _Sweep, plans: dict[str, JobPlan]) -> tuple[dict[str,
             job_id=job_id,
         )
     return completion, _merge_occupancy(occupancy)
+
+
+def _muri_period(
+    rule: MuriProgress,
+    instance: Instance,
+    job_id: str,
+    t_iter: float,
+    segment: Segment,
+    on_gpu: dict[int, list[str]],
+    profile_of: dict[str, str],
+) -> tuple[float, float]:
+    """Muri's rule: ``(seconds per iteration, overhead per interval)`` of ``job_id`` on ``segment``'s GPUs
+    with the jobs there now: the slowest GPU's group period and the largest group overhead."""
+    profiles = instance.profiles
+    period = 0.0
+    loss = 0.0
+    seen: set[tuple[str, ...]] = set()
+    for gpu in segment.gpus:
+        jobs = tuple(on_gpu[gpu])
+        if jobs in seen:
+            continue
+        seen.add(jobs)
+        if len(jobs) == 1:
+            here = rule.solo_period(t_iter)
+        else:
+            here = rule.group_period([profiles[profile_of[other]] for other in jobs])
+        period = max(period, here)
+        loss = max(loss, sum(rule.overhead(profile_of[other]) for other in jobs))
+    return period, loss
 
 
 def _check_gpu(

@@ -38,6 +38,7 @@ from typing import Any
 
 from formulation.errors import DuettoInputError
 from formulation.instance import Instance, Job
+from formulation.progress import MuriProgress
 from formulation.schedule import JobPlan, Schedule, Segment
 from formulation.speed import accumulation_options
 from heuristics.core import Action, ClusterView, Policy, Preempt, RunningJob, Start
@@ -85,7 +86,9 @@ class _Run:
 
     __slots__ = (
         "gpus",
+        "loss",
         "overhead_end",
+        "period",
         "predicted",
         "progress",
         "rate",
@@ -120,6 +123,8 @@ class _Run:
         self.predicted = math.inf
         self.start_progress = progress
         self.start_attained = attained
+        self.period = math.inf  # Muri's rule: seconds per iteration since ``time_at`` (the last event)
+        self.loss = 0.0  # Muri's rule: overhead charged when the interval from ``time_at`` ends
 
 
 @dataclass
@@ -161,6 +166,19 @@ class ClusterState:
             raise DuettoInputError(f"must be finite and >= 0, got {restart_cost!r}", field="restart_cost")
         if slot is not None and not (math.isfinite(slot) and slot > 0):
             raise DuettoInputError(f"must be finite and > 0, got {slot!r}", field="slot")
+        # Muri's simulator's rule (formulation.progress): continuous, with its own overheads.
+        self.muri: MuriProgress | None = instance.progress if isinstance(instance.progress, MuriProgress) else None
+        if self.muri is not None and slot is not None:
+            raise DuettoInputError(
+                "the instance uses Muri's progress rule, which is continuous-time: simulate it without a slot",
+                field="slot",
+            )
+        if self.muri is not None and restart_cost > 0:
+            raise DuettoInputError(
+                "the instance uses Muri's progress rule, which charges its own start overheads: "
+                f"restart_cost must be 0, got {restart_cost:g}",
+                field="restart_cost",
+            )
         self.instance = instance
         self.cluster = instance.cluster
         self.capacity = instance.cluster.capacity
@@ -250,6 +268,8 @@ class ClusterState:
         run = self.running.get(job_id)
         if run is None:
             return self.progress.get(job_id, 0.0)
+        if self.muri is not None:  # as if ``now`` were an event (the rule only moves progress at events)
+            return run.progress + max(0.0, now - run.time_at - run.loss) / run.period
         begin = run.time_at if run.time_at > run.overhead_end else run.overhead_end
         if now <= begin:
             return run.progress
@@ -526,6 +546,13 @@ class ClusterState:
         return segments[-1]
 
     def _advance(self, run: _Run, now: float) -> None:
+        if self.muri is not None:
+            # Muri's rule: an interval ending at an event (not the job's completion) loses ``loss`` seconds.
+            if now > run.time_at:
+                if run.period < math.inf:
+                    run.progress += max(0.0, now - run.time_at - run.loss) / run.period
+                run.time_at = now
+            return
         begin = run.time_at if run.time_at > run.overhead_end else run.overhead_end
         if now > begin:
             run.progress += run.rate * (now - begin)
@@ -535,6 +562,9 @@ class ClusterState:
     def _rerate(self, job_id: str, now: float) -> None:
         run = self.running[job_id]
         self._advance(run, now)
+        if self.muri is not None:
+            self._muri_rate(job_id, run)
+            return
         xi = 1.0
         occupancy = self.occupancy
         for gpu in run.gpus:
@@ -550,9 +580,56 @@ class ClusterState:
             run.rate = rate
             self._predict(job_id, run)
 
+    def _muri_rate(self, job_id: str, run: _Run) -> None:
+        """Muri's rule: the period and overhead of ``job_id`` with the jobs now on its GPUs (the slowest
+        GPU's group), and a new completion prediction from its last event."""
+        rule = self.muri
+        assert rule is not None
+        profiles = self.instance.profiles
+        static = self.static
+        period = 0.0
+        loss = 0.0
+        seen: set[tuple[str, ...]] = set()
+        for gpu in run.gpus:
+            group = tuple(self.occupancy[gpu])
+            if group in seen:
+                continue
+            seen.add(group)
+            if len(group) == 1:
+                here = rule.solo_period(run.t_iter)
+            else:
+                here = rule.group_period([profiles[static[other].job.profile] for other in group])
+            if here > period:
+                period = here
+            overhead = sum(rule.overhead(static[other].job.profile) for other in group)
+            if overhead > loss:
+                loss = overhead
+        run.period = period
+        run.loss = loss
+        run.rate = 1.0 / period
+        self._predict(job_id, run)
+
+    def event(self, now: float) -> None:
+        """Muri's rule: ``now`` is an event (an arrival, a completion, a segment start or end): every running
+        job's interval ends here (charged its overhead) and a new one starts with the jobs now beside it."""
+        for job_id in list(self.running):
+            self._rerate(job_id, now)
+
+    def _snapshot(self) -> list[tuple[_Run, float, float, float, float, float, int, float]]:
+        runs = self.running.values()
+        return [(r, r.progress, r.time_at, r.period, r.loss, r.rate, r.version, r.predicted) for r in runs]
+
     def _predict(self, job_id: str, run: _Run) -> None:
         iterations = self.static[job_id].job.iterations
         remaining = iterations - run.progress
+        if self.muri is not None:
+            # From the last event, without the overhead: how Muri's simulator predicts a completion.
+            done = run.time_at + max(0.0, remaining) * run.period
+            self._seq += 1
+            run.version = self._seq
+            run.predicted = done
+            heapq.heappush(self.heap, (done, self._seq, job_id, run.version))
+            return
         begin = run.time_at if run.time_at > run.overhead_end else run.overhead_end
         if self.slot is None:
             done = begin + max(0.0, remaining) / run.rate
@@ -727,8 +804,13 @@ class SchedulingLoop:
         done = list(completions)
         if done:
             state.complete(done, now)
-        for job_id in arrivals:
+        arrived = list(arrivals)
+        for job_id in arrived:
             state.submit(job_id, now)
+        # Muri's rule: arrivals and completions are events for every running job (formulation.progress).
+        event = state.muri is not None and bool(done or arrived)
+        if event:
+            state.event(now)
         view = state.view(now)
         clock = _time.perf_counter()
         actions = self.policy.decide(view)
@@ -738,7 +820,19 @@ class SchedulingLoop:
         stats.decide_seconds += elapsed
         if state.record_decide_times:
             stats.decide_times.append(elapsed)
-        applied = state.apply(actions, now, self.name) if actions else []
+        if state.muri is not None and actions and not event:
+            # A decision at a time that is not yet an event: it becomes one only if it changes a segment.
+            saved = state._snapshot()
+            applied = state.apply(actions, now, self.name)
+            if applied:
+                state.event(now)
+            else:  # e.g. a preempt-and-restart in place: no segment changed, so no event
+                for run, progress, time_at, period, loss, rate, version, predicted in saved:
+                    run.progress, run.time_at, run.period, run.loss = progress, time_at, period, loss
+                    run.rate, run.version, run.predicted = rate, version, predicted
+        else:
+            # after an arrival or completion every job was re-rated; those whose GPUs change are again in apply
+            applied = state.apply(actions, now, self.name) if actions else []
         wake = getattr(self.policy, "next_decision_time", None)
         self.requested = wake(state.view(now)) if wake is not None else None
         return applied

@@ -42,6 +42,7 @@ import numpy as np
 from formulation.errors import DuettoInputError
 from formulation.instance import Instance
 from formulation.interference import interleaved_period, interleaving_efficiency
+from formulation.progress import MuriProgress, muri_group_period
 from heuristics.baselines import Key, PendingQueue
 from heuristics.core import Action, ClusterView, Preempt, Start
 from heuristics.matching import (
@@ -111,6 +112,20 @@ def group_efficiency(stage_times: Sequence[Sequence[float]]) -> float:
     return busy / (resources * period)
 
 
+def muri_sim_efficiency(stage_times: Sequence[Sequence[float]]) -> float:
+    """``γ`` as Eq. 4 but with the period Muri's simulator charges a group
+    (:func:`formulation.progress.muri_group_period`, before its stretch): the busy time of the real
+    resources over ``k · T_M``. Under Muri's progress rule a group progresses at that period, so the
+    grouping scores it by that period too (Muri's simulator's edge weights use the same period)."""
+    if len(stage_times) < 2:
+        return group_efficiency(stage_times)
+    period = muri_group_period(stage_times)
+    if period <= 0:
+        return 1.0
+    resources = max(len(times) for times in stage_times)
+    return sum(math.fsum(times) for times in stage_times) / (resources * period)
+
+
 def group_slowdowns(stage_times: Sequence[Sequence[float]]) -> tuple[float, ...]:
     """Each member's slowdown in the group: ``T / Σ_r t_j^r`` (>= 1; 1 for a member with no work)."""
     period = group_period(stage_times)
@@ -176,7 +191,11 @@ class GroupingCache:
       successive rounds of a policy often group the same multiset of job classes again.
     """
 
-    def __init__(self, max_matchings: int = 200_000) -> None:
+    def __init__(self, max_matchings: int = 200_000, period_model: Literal["eq3", "muri"] = "eq3") -> None:
+        if period_model not in ("eq3", "muri"):
+            raise DuettoInputError(f"must be 'eq3' or 'muri', got {period_model!r}", field="period_model")
+        #: whose group period ``γ`` uses: Muri Eq. 3 (default) or Muri's simulator's (:func:`muri_sim_efficiency`)
+        self.period_model = period_model
         self.class_ids: dict[tuple[Any, ...], int] = {}
         self.profiles: list[StageTimes] = []
         self.memory: list[float] = []
@@ -215,7 +234,7 @@ class GroupingCache:
         key = tuple(sorted(profiles))
         value = self._gamma.get(key)
         if value is None:
-            value = group_efficiency(key)
+            value = muri_sim_efficiency(key) if self.period_model == "muri" else group_efficiency(key)
             self._gamma[key] = value
         return value
 
@@ -816,8 +835,9 @@ def _empty_scratch(view: ClusterView, facts: InstanceFacts) -> Scratch:
 # --- Muri-S / Muri-L --------------------------------------------------------------------------------------
 
 
-#: ``MuriPolicy(semantics=...)``: duetto's round semantics, or the policy side of Muri's own simulator.
-SEMANTICS: tuple[str, ...] = ("duetto", "muri")
+#: ``MuriPolicy(semantics=...)``: duetto's round semantics, the policy side of Muri's own simulator, or
+#: whichever the instance's progress rule says (``auto``).
+SEMANTICS: tuple[str, ...] = ("auto", "duetto", "muri")
 
 
 class MuriPolicy(RoundBasedPolicy):
@@ -842,10 +862,13 @@ class MuriPolicy(RoundBasedPolicy):
     resolution
         Quantisation step of ``γ`` for the integer matching weights.
     semantics
-        ``"duetto"`` (default): as above. ``"muri"``: the policy side of Muri's own simulator — replan at
-        every arrival and completion (besides the round ticks), and Muri-L ranks by total attained
-        GPU-seconds (:class:`AttainedOrdering`) instead of 2D-LAS queues. The progress side of Muri's
-        simulator (group period stretch, restart overheads at events) is not modelled:
+        ``"duetto"``: as above. ``"muri"``: the policy side of Muri's own simulator — replan at every
+        arrival and completion (besides the round ticks), Muri-L ranks by total attained GPU-seconds
+        (:class:`AttainedOrdering`) instead of 2D-LAS queues, and, on an instance under Muri's progress rule,
+        groups are scored by Muri's simulator's group period (``GroupingCache(period_model="muri")``; under
+        SPEC's rule by Eq. 3, the period that rule charges). ``"auto"`` (default): ``"muri"`` on an
+        instance that uses Muri's progress rule (``Instance.progress``; a Muri trace loaded with
+        ``semantics="muri"``: group period stretch and start overheads at events), else ``"duetto"``.
         ``docs/policies-muri-tesserae.md``.
     """
 
@@ -861,7 +884,7 @@ class MuriPolicy(RoundBasedPolicy):
         las_thresholds: Sequence[float] = DEFAULT_THRESHOLDS,
         promote_knob: float = DEFAULT_PROMOTE_KNOB,
         resolution: float = DEFAULT_RESOLUTION,
-        semantics: Literal["duetto", "muri"] = "duetto",
+        semantics: Literal["auto", "duetto", "muri"] = "auto",
     ) -> None:
         if semantics not in SEMANTICS:
             raise DuettoInputError(f"unknown semantics '{semantics}'; known: {', '.join(SEMANTICS)}", field="semantics")
@@ -873,9 +896,12 @@ class MuriPolicy(RoundBasedPolicy):
         self.max_group_size = max_group_size
         self.matching: MatchingMethod = matching
         self.resolution = resolution
-        self.cache = GroupingCache()
+        self.cache = GroupingCache()  # period model set from the instance in _bind
         self.semantics = semantics
+        self._las = (tuple(las_thresholds), promote_knob)
         muri = semantics == "muri"
+        #: the semantics in force ("auto" is resolved against each instance when the policy binds to it)
+        self.effective_semantics = "muri" if muri else "duetto"
         super().__init__(
             round_length=round_length,
             ordering=make_ordering(
@@ -898,6 +924,26 @@ class MuriPolicy(RoundBasedPolicy):
         self._last_selected: frozenset[str] = frozenset()
         self._last_target: dict[str, tuple[tuple[int, ...], int]] | None = None
         self.reused_plans = 0
+
+    def _bind(self, view: ClusterView) -> InstanceFacts:
+        if self.facts is None or self.facts.instance is not view.instance:
+            muri_rule = isinstance(view.instance.progress, MuriProgress)
+            if self.semantics == "auto":
+                # Muri's progress rule comes with Muri's simulator's policy side (docs/policies-muri-tesserae.md).
+                wanted = "muri" if muri_rule else "duetto"
+                if wanted != self.effective_semantics:
+                    self.effective_semantics = wanted
+                    las = self.priority == "las"
+                    self.ordering = make_ordering("attained" if las and wanted == "muri" else self.priority, *self._las)
+                    self.replan_on_events = wanted == "muri"
+                    self.facts = None
+            # Groups are scored by the period the instance's progress rule charges them: T_M under Muri's
+            # rule, Eq. 3 under SPEC's (also with semantics="muri", the authors' policy side on a SPEC instance).
+            period_model: Literal["eq3", "muri"] = "muri" if muri_rule and self.effective_semantics == "muri" else "eq3"
+            if period_model != self.cache.period_model:
+                self.cache = GroupingCache(period_model=period_model)
+                self.facts = None
+        return super()._bind(view)
 
     def check_instance(self, instance: Instance) -> None:
         """Muri needs every job's per-stage times (``Profile.stage_times``)."""
@@ -1084,5 +1130,6 @@ __all__ = [
     "merged_order",
     "missing_stage_profiles",
     "multi_round_grouping",
+    "muri_sim_efficiency",
     "srsf_priority",
 ]

@@ -64,7 +64,7 @@ def test_semantics_option_selects_the_ordering_and_event_replanning() -> None:
 @pytest.mark.parametrize("policy", ["muri-s", "muri-l"])
 def test_muri_semantics_replans_at_events_and_validates(policy: str) -> None:
     instance = _trace(120)
-    ours = make_policy(policy)
+    ours = make_policy(policy, semantics="duetto")  # "auto" would follow the instance's rule
     theirs = make_policy(policy, semantics="muri")
     a = simulate(instance, ours, capacity=4, metrics=False)
     b = simulate(instance, theirs, capacity=4, metrics=False)

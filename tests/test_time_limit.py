@@ -31,7 +31,7 @@ def test_bounds_without_each_job_equal_the_one_at_a_time_bound() -> None:
 @needs_trace
 def test_a_thousand_trace_jobs_return_a_valid_schedule_within_the_limit() -> None:
     # the first 1,000 jobs of Muri's trace2 with a 10 s limit ran past 150 s inside the window bounds
-    instance = load_trace("muri", TRACE2, limit=1000)
+    instance = load_trace("muri", TRACE2, limit=1000, semantics="duetto")
     limit = 8.0
     began = time.perf_counter()
     result = solve(instance, "cpsat", time_limit=limit)
@@ -43,12 +43,12 @@ def test_a_thousand_trace_jobs_return_a_valid_schedule_within_the_limit() -> Non
 
 @needs_trace
 def test_too_large_instances_are_refused_up_front_in_one_line() -> None:
-    instance = load_trace("muri", TRACE2)
+    instance = load_trace("muri", TRACE2, semantics="duetto")
     began = time.perf_counter()
     with pytest.raises(DuettoInputError, match="5755 jobs is too large for the exact model") as error:
         solve(instance, "cpsat", time_limit=20)
     assert time.perf_counter() - began < 2.0  # refused before any discretization
     assert "\n" not in str(error.value)
-    subset = load_trace("muri", TRACE2, limit=1000)
+    subset = load_trace("muri", TRACE2, limit=1000, semantics="duetto")
     with pytest.raises(DuettoInputError, match=r"give at least \d+ s") as error:
         solve(subset, "cpsat", time_limit=2)

@@ -225,7 +225,7 @@ def test_split_lp_lifts_the_bound_on_a_loaded_trace() -> None:
 @pytest.mark.parametrize("capacity", [2, 4])
 def test_bound_holds_for_muri_groups_on_a_muri_trace(capacity: int) -> None:
     # per-stage ratios, groups of up to four jobs per GPU at C = 4
-    instance = load_trace("muri", shared_data_dir() / "muri" / "trace1.csv", limit=60)
+    instance = load_trace("muri", shared_data_dir() / "muri" / "trace1.csv", limit=60, semantics="duetto")
     instance = instance.replace(cluster=replace(instance.cluster, capacity=capacity))
     bound = trace_lower_bound(instance, time_limit=10, max_intervals=400)
     for policy in ("muri-s", "muri-l", "srsf", "sjf-bsbf"):
@@ -233,7 +233,7 @@ def test_bound_holds_for_muri_groups_on_a_muri_trace(capacity: int) -> None:
 
 
 def test_cli_bound_allows_the_capacity_a_schedule_was_made_for(tmp_path: Path) -> None:
-    instance = load_trace("muri", shared_data_dir() / "muri" / "trace1.csv", limit=40, capacity=2)
+    instance = load_trace("muri", shared_data_dir() / "muri" / "trace1.csv", limit=40, capacity=2, semantics="duetto")
     assert instance.cluster.capacity == 2
     io.save_instance(instance, tmp_path / "inst.json")
     result, _ = simulate_policy(instance, "muri-s", slot=None, capacity=4)

@@ -62,7 +62,9 @@ def register(app: typer.Typer) -> None:
         if trace is not None:
             from formulation.traces import load_trace
 
+            # the bound is proven under SPEC.md's progress rule: a Muri trace is read with it (not Muri's rule)
             loader: dict[str, Any] = {"limit": limit} if limit else {}
+            loader |= {"semantics": "duetto"} if trace == "muri" else {}
             instance = load_trace(trace, instance_path, **loader)
         else:
             instance = load_instance(instance_path)

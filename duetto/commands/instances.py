@@ -18,6 +18,7 @@ from duetto.commands.trace_options import (
     MemoryOption,
     MissingThroughputOption,
     ProfilesOption,
+    SemanticsOption,
     SettingsOption,
     ThroughputsOption,
     WorkerTypeOption,
@@ -201,6 +202,7 @@ def register(app: typer.Typer) -> None:
         missing_throughput: MissingThroughputOption = None,
         cluster_spec: ClusterSpecOption = None,
         memory: MemoryOption = None,
+        semantics: SemanticsOption = None,
         allow_implausible: Annotated[
             bool, typer.Option("--allow-implausible", help="keep jobs longer than a year alone (else refused)")
         ] = False,
@@ -228,6 +230,7 @@ def register(app: typer.Typer) -> None:
                 missing_throughput=missing_throughput,
                 cluster_spec=cluster_spec,
                 memory=memory,
+                semantics=semantics,
                 settings=settings,
             ),
         }

@@ -17,6 +17,7 @@ from duetto.commands.trace_options import (
     MemoryOption,
     MissingThroughputOption,
     ProfilesOption,
+    SemanticsOption,
     SettingsOption,
     ThroughputsOption,
     WorkerTypeOption,
@@ -111,6 +112,7 @@ def register(app: typer.Typer) -> None:
         missing_throughput: MissingThroughputOption = None,
         cluster_spec: ClusterSpecOption = None,
         memory: MemoryOption = None,
+        semantics: SemanticsOption = None,
     ) -> None:
         """Simulate a policy on an instance; print the metrics (from the validated schedule).
 
@@ -138,6 +140,7 @@ def register(app: typer.Typer) -> None:
             "missing_throughput": missing_throughput,
             "cluster_spec": cluster_spec,
             "memory": memory,
+            "semantics": semantics,
             "settings": settings,
         }
         if trace is None:
@@ -179,6 +182,7 @@ def register(app: typer.Typer) -> None:
             "slot": slot,
             "restart_cost": restart_cost,
             "policy_options": options,
+            "progress": result.instance.progress.kind,  # the progress rule (docs/model.md, "Progress rules")
             "valid": bool(report.ok) if report is not None else None,
             "decisions": result.stats.decisions,
             "preemptions": result.stats.preemptions,
@@ -195,7 +199,7 @@ def register(app: typer.Typer) -> None:
             table = Table(
                 title=f"{result.policy} on {instance.name} "
                 f"({'slotted, Δ=' + format(slot, 'g') + ' s' if slot else 'continuous'}, "
-                f"C={result.instance.cluster.capacity})"
+                f"C={result.instance.cluster.capacity}, {result.instance.progress.kind} progress rule)"
             )
             table.add_column("metric")
             table.add_column("value", justify="right")

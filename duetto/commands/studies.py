@@ -28,6 +28,7 @@ from duetto.commands.trace_options import (
     MemoryOption,
     MissingThroughputOption,
     ProfilesOption,
+    SemanticsOption,
     SettingsOption,
     ThroughputsOption,
     WorkerTypeOption,
@@ -426,6 +427,7 @@ def register(app: typer.Typer) -> None:
         missing_throughput: MissingThroughputOption = None,
         cluster_spec: ClusterSpecOption = None,
         memory: MemoryOption = None,
+        semantics: SemanticsOption = None,
         slot: Annotated[float | None, typer.Option(help="slotted semantics with this Δ (default: continuous)")] = None,
         restart_cost: Annotated[float, typer.Option(help="seconds lost per preemption")] = 0.0,
         large_threshold: Annotated[int, typer.Option(help="jobs with more GPUs than this are large")] = 4,
@@ -455,6 +457,12 @@ def register(app: typer.Typer) -> None:
             fail("--limit must be >= 1")
         if bound and not bound_time_limit > 0:
             fail("--bound-time-limit must be > 0")
+        if kind == "muri" and semantics == "muri" and (slot is not None or restart_cost > 0):
+            # refused up front rather than by every task (docs/model.md, "Progress rules")
+            fail(
+                "--slot and --restart-cost need --semantics duetto (the default) on a Muri trace: Muri's "
+                "progress rule is continuous and charges its own start overheads"
+            )
         study = ReplayStudy(
             trace=kind,
             paths=tuple(str(p) for p in paths),
@@ -476,6 +484,7 @@ def register(app: typer.Typer) -> None:
                 missing_throughput=missing_throughput,
                 cluster_spec=cluster_spec,
                 memory=memory,
+                semantics=semantics,
                 settings=settings,
             ),
             bound_time_limit=bound_time_limit if bound else None,

@@ -34,12 +34,14 @@ KIND_OPTIONS: dict[str, tuple[str, tuple[str, ...], dict[str, tuple[str, ...]] |
     ),
     "--cluster-spec": ("cluster_spec", ("muri", "tiresias"), None),
     "--memory": ("memory", ("pollux",), {"pollux": ("max_local_bsz", "none")}),
+    "--semantics": ("semantics", ("muri",), {"muri": ("duetto", "muri")}),
 }
 
 SETTINGS_HELP = (
     "authors (default): the trace's authors' settings (muri: C=4, runtime = iterations × iteration_time, "
-    "Muri's own semantics for muri-s/l; tiresias: C=1); duetto: duetto's generic defaults (C=2, muri: the "
-    "'duration' column, duetto's Muri semantics). docs/formats.md lists each with its source"
+    "Muri's own policy side for muri-s/l, SPEC.md's progress rule; tiresias: C=1); duetto: duetto's generic "
+    "defaults (C=2, muri: the 'duration' column, duetto's Muri policy side). docs/formats.md lists each with "
+    "its source"
 )
 DURATION_FROM_HELP = (
     "muri: runtime from 'iterations' × iteration_time (default, the authors' scripts) or the 'duration' column; "
@@ -76,6 +78,11 @@ MissingThroughputOption = Annotated[
 ClusterSpecOption = Annotated[
     Path | None, typer.Option("--cluster-spec", help="muri, tiresias: the cluster spec CSV (num_switch,...)")
 ]
+SEMANTICS_HELP = (
+    "muri: the instance's progress rule, 'duetto' (default under both --settings: SPEC.md's) or 'muri' "
+    "(Muri's simulator's: stretched group periods and start overheads at events); docs/model.md, 'Progress rules'"
+)
+SemanticsOption = Annotated[str | None, typer.Option("--semantics", help=SEMANTICS_HELP)]
 MemoryOption = Annotated[
     str | None,
     typer.Option("--memory", help="pollux: per-GPU memory model 'max_local_bsz' (default) or 'none' (0 GiB)"),
@@ -92,6 +99,7 @@ def trace_loader_options(
     missing_throughput: str | None = None,
     cluster_spec: Path | None = None,
     memory: str | None = None,
+    semantics: str | None = None,
     settings: str | None = None,
 ) -> dict[str, Any]:
     """The loader keywords for trace ``kind`` from the kind-specific command-line options.
@@ -100,7 +108,7 @@ def trace_loader_options(
     ----------
     kind
         Trace format (``pollux``, ``muri``, ...).
-    profiles, duration_from, worker_type, throughputs, missing_throughput, cluster_spec, memory
+    profiles, duration_from, worker_type, throughputs, missing_throughput, cluster_spec, memory, semantics
         The options of :data:`KIND_OPTIONS` (``None``: not given, the loader's default).
     settings
         ``--settings``: ``authors`` or ``duetto`` (any kind; passed as ``settings`` to
@@ -125,6 +133,7 @@ def trace_loader_options(
         "--missing-throughput": missing_throughput,
         "--cluster-spec": cluster_spec,
         "--memory": memory,
+        "--semantics": semantics,
     }
     options: dict[str, Any] = {}
     if settings is not None:

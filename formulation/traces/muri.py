@@ -8,6 +8,12 @@ iteration (data/CPU stage, GPU stage, network stage). Everything is converted to
 One profile per distinct (model, batch size, GPUs, iteration time, stage times): the measured
 iteration time at the job's batch size, memory unknown (0 GiB), and the per-stage times as
 ``Profile.stage_times``, so the default interference is :class:`StageInterference` (Muri Eq. 3).
+
+Progress rule: by default (``semantics="duetto"``) the instance keeps SPEC.md's rule, under which the
+authors' settings reproduce their real-cluster testbed results (docs/formats.md);
+``semantics="muri"`` gives it Muri's simulator's rule (:class:`~formulation.progress.MuriProgress`:
+stretched group periods, per-model start overheads at events, :data:`MURI_START_OVERHEADS`), to compare
+with Muri's simulator (docs/model.md, "Progress rules").
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import numpy as np
 from formulation.errors import DuettoInputError
 from formulation.instance import Instance, Job
 from formulation.interference import InterferenceModel, StageInterference
+from formulation.progress import MURI_DEFAULT_OVERHEAD, SPEC_PROGRESS, MuriProgress, ProgressRule
 from formulation.speed import Profile
 from formulation.traces.common import (
     PathLike,
@@ -54,6 +61,25 @@ MURI_DEFAULT_CLUSTER = (8, 8)  # cluster_n8g8.csv: the Muri simulation cluster
 MURI_CLUSTER_FILE = "cluster_n8g8.csv"
 _MS = 1000.0
 
+#: Muri's simulator's profiled start overhead (seconds) of each model by the job's GPU count
+#: (``simulator/run_sim.py``, ``overhead_dict``); a model or GPU count not listed costs
+#: :data:`~formulation.progress.MURI_DEFAULT_OVERHEAD` (10 s, the simulator's default for a model).
+MURI_START_OVERHEADS: dict[int, dict[str, float]] = {
+    1: {"vgg16": 7, "vgg19": 7, "resnet18": 4, "shufflenet_v2_x1_0": 4, "bert": 10, "gpt2": 10, "a2c": 38, "dqn": 5},
+    2: {"vgg16": 7, "vgg19": 7, "resnet18": 5, "shufflenet_v2_x1_0": 4, "bert": 10, "gpt2": 10, "a2c": 39, "dqn": 5},
+    4: {"vgg16": 8, "vgg19": 8, "resnet18": 5, "shufflenet_v2_x1_0": 5, "bert": 10, "gpt2": 10, "a2c": 39, "dqn": 6},
+    8: {"vgg16": 9, "vgg19": 9, "resnet18": 7, "shufflenet_v2_x1_0": 5, "bert": 10, "gpt2": 10, "a2c": 46, "dqn": 6},
+    16: {"vgg16": 9, "vgg19": 10, "resnet18": 7, "shufflenet_v2_x1_0": 7, "bert": 10, "gpt2": 10, "a2c": 46, "dqn": 8},
+    32: {"vgg16": 10, "vgg19": 10, "resnet18": 7, "shufflenet_v2_x1_0": 8, "bert": 10, "gpt2": 10, "a2c": 46, "dqn": 8},
+}
+#: ``load_muri(semantics=...)``: Muri's simulator's progress rule or SPEC.md's (default).
+MURI_SEMANTICS: tuple[str, ...] = ("muri", "duetto")
+
+
+def muri_start_overhead(model: str, num_gpus: int) -> float:
+    """Muri's simulator's start overhead of ``model`` on ``num_gpus`` GPUs (:data:`MURI_START_OVERHEADS`)."""
+    return float(MURI_START_OVERHEADS.get(num_gpus, {}).get(model, MURI_DEFAULT_OVERHEAD))
+
 
 def load_muri(
     path: PathLike,
@@ -68,6 +94,7 @@ def load_muri(
     duration_from: Literal["duration", "iterations"] = "iterations",
     name: str | None = None,
     allow_implausible: bool = False,
+    semantics: Literal["muri", "duetto"] = "duetto",
 ) -> Instance:
     """Load a Muri trace CSV.
 
@@ -97,6 +124,11 @@ def load_muri(
     allow_implausible
         Keep jobs longer than a year alone (:data:`~formulation.traces.common.MAX_PLAUSIBLE_SECONDS`);
         by default they are refused with their row: they are what a unit mix-up looks like.
+    semantics
+        ``"duetto"`` (default): SPEC.md's progress rule, under which the testbed replays within 15 %
+        of the authors' real-cluster results (:data:`~formulation.trace_settings.KIND_SETTINGS`).
+        ``"muri"``: Muri's simulator's rule (:class:`~formulation.progress.MuriProgress` with
+        :data:`MURI_START_OVERHEADS` per profile). Both are documented in docs/model.md ("Progress rules").
 
     Returns
     -------
@@ -104,6 +136,8 @@ def load_muri(
         Job ids are the trace's ``job_id``; arrivals and durations in seconds.
     """
     check_limit(limit)
+    if semantics not in MURI_SEMANTICS:
+        raise DuettoInputError(f"must be 'muri' or 'duetto', got {semantics!r}", field="semantics")
     if duration_from not in ("duration", "iterations"):
         raise DuettoInputError(f"must be 'duration' or 'iterations', got {duration_from!r}", field="duration_from")
     file = Path(path)
@@ -129,6 +163,7 @@ def load_muri(
 
     namer = ProfileNamer()
     profiles: dict[str, Profile] = {}
+    overheads: dict[str, float] = {}
     jobs: list[Job] = []
     for i, job_id in enumerate(job_ids):
         g, b, t = int(gpus[i]), int(batch[i]), float(iter_time[i])
@@ -136,9 +171,11 @@ def load_muri(
         profile_name, new = namer.name((models[i], b, g, t, stage), f"{models[i]}-b{b}-g{g}")
         if new:
             profiles[profile_name] = measured_profile(profile_name, b, t, stage)
+            overheads[profile_name] = muri_start_overhead(models[i], g)
         count = float(duration[i]) / t if duration_from == "duration" else float(iterations[i])
         jobs.append(Job(job_id, float(submit[i]), g, count, b, profile_name))
 
+    progress: ProgressRule = MuriProgress(overheads=overheads) if semantics == "muri" else SPEC_PROGRESS
     instance = Instance(
         cluster=cluster,
         jobs=tuple(jobs),
@@ -151,6 +188,8 @@ def load_muri(
             "duration_from": duration_from,
             "limit": limit,
             "units": "submit_time and duration ms -> s; iteration_time, resource_time_* ms -> s",
+            "semantics": semantics,
         },
+        progress=progress,
     )
     return check_plausible(instance, file, frame_rows(frame), allow=allow_implausible)
