@@ -179,8 +179,7 @@ def run_one(
         time_limit=time_limit,
         slot=slot,
         objective=objective,
-        # branch-and-price: its tree takes one of the threads, CP-SAT beside it the others
-        options={"threads": threads, "num_workers": max(1, threads - 1) if solver == "bnp" else threads},
+        options={"threads": threads, "num_workers": threads},
         lane_bound=lane_bound,
     )
     wall = time.perf_counter() - began
