@@ -519,18 +519,22 @@ def _resync(queue: PendingQueue, view: ClusterView, enqueue: Any) -> None:
         enqueue(job_id)
 
 
-class SRSFOrdering(Ordering):
-    """Shortest Remaining Service First: ``p = remaining time alone × GPUs`` (Muri-S)."""
+class _PriorityOrdering(Ordering):
+    """An order by one number per job, then running before pending, then arrival: key ``(priority, 1,
+    arrival)`` in the pending queue and ``(priority, 0, arrival)`` for a running job. Subclasses give
+    :meth:`_priority`."""
 
     def __init__(self) -> None:
         self.queue = None
         self.facts: InstanceFacts | None = None
 
     @staticmethod
-    def _key(facts: InstanceFacts, view: ClusterView, job_id: str) -> Key:
-        job = facts.job(job_id)
-        remaining = view.remaining_iterations(job_id) * facts.alone_iteration_time(job_id)
-        return (srsf_priority(remaining, job.num_gpus), 1, job.arrival)  # 1: pending loses ties
+    def _priority(facts: InstanceFacts, view: ClusterView, job_id: str) -> float:  # pragma: no cover
+        raise NotImplementedError
+
+    @classmethod
+    def _key(cls, facts: InstanceFacts, view: ClusterView, job_id: str) -> Key:
+        return (cls._priority(facts, view, job_id), 1, facts.job(job_id).arrival)  # 1: pending loses ties
 
     def bind(self, facts: InstanceFacts) -> None:
         self.facts = facts
@@ -545,12 +549,18 @@ class SRSFOrdering(Ordering):
     def running_keys(self, view: ClusterView) -> list[tuple[Key, int, str]]:
         facts = self.facts
         assert facts is not None
-        keys = []
-        for job_id in view.running:
-            job = facts.job(job_id)
-            remaining = view.remaining_iterations(job_id) * facts.alone_iteration_time(job_id)
-            keys.append(((srsf_priority(remaining, job.num_gpus), 0, job.arrival), 0, job_id))
-        return keys
+        return [
+            ((self._priority(facts, view, job_id), 0, facts.job(job_id).arrival), 0, job_id) for job_id in view.running
+        ]
+
+
+class SRSFOrdering(_PriorityOrdering):
+    """Shortest Remaining Service First: ``p = remaining time alone × GPUs`` (Muri-S)."""
+
+    @staticmethod
+    def _priority(facts: InstanceFacts, view: ClusterView, job_id: str) -> float:
+        remaining = view.remaining_iterations(job_id) * facts.alone_iteration_time(job_id)
+        return srsf_priority(remaining, facts.job(job_id).num_gpus)
 
 
 class LASOrdering(LasQueues, Ordering):
@@ -593,7 +603,7 @@ class LASOrdering(LasQueues, Ordering):
         return self._next_queue_change(view)
 
 
-class AttainedOrdering(Ordering):
+class AttainedOrdering(_PriorityOrdering):
     """Least total attained GPU-seconds first, no queues (Muri's simulator's Muri-L order, issue 19).
 
     Key ``(attained GPU-seconds, running first, arrival)``. A pending job's attained service does not
@@ -601,29 +611,9 @@ class AttainedOrdering(Ordering):
     every plan.
     """
 
-    def __init__(self) -> None:
-        self.queue = None
-        self.facts: InstanceFacts | None = None
-
     @staticmethod
-    def _key(facts: InstanceFacts, view: ClusterView, job_id: str) -> Key:
-        return (view.attained_service.get(job_id, 0.0), 1, facts.job(job_id).arrival)  # 1: pending loses ties
-
-    def bind(self, facts: InstanceFacts) -> None:
-        self.facts = facts
-        self.queue = PendingQueue(facts, self._key)
-
-    def sync(self, view: ClusterView) -> PendingQueue:
-        queue, facts = self.queue, self.facts
-        assert queue is not None and facts is not None
-        _resync(queue, view, lambda job_id: queue.add(job_id, self._key(facts, view, job_id)))
-        return queue
-
-    def running_keys(self, view: ClusterView) -> list[tuple[Key, int, str]]:
-        facts = self.facts
-        assert facts is not None
-        attained = view.attained_service
-        return [((attained.get(job_id, 0.0), 0, facts.job(job_id).arrival), 0, job_id) for job_id in view.running]
+    def _priority(facts: InstanceFacts, view: ClusterView, job_id: str) -> float:
+        return view.attained_service.get(job_id, 0.0)
 
 
 PRIORITIES: tuple[str, ...] = ("srsf", "las", "attained")
