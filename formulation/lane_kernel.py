@@ -10,9 +10,10 @@ duals). Without numba, :data:`AVAILABLE` is False and the numpy pass runs.
 The arrays (``n`` jobs, ``T`` the horizon): ``value[j, S, E]`` what job ``j`` run in ``[S, E)`` is
 worth; ``pair_cost[i, k]`` a shared slot's cost (``inf`` where the pair may not share);
 ``start_ok[j, t]``; ``nested_min_t[i, k]`` the slots ``k`` needs nested in ``i``; ``work[i]``;
-``one_minus[i, k] = 1 − σ_ik``; ``max_slots[i]``; ``shareable[i, k]``. Returns ``ends_value[j]``,
-``ends_arg[j] = (S, E)`` and the back-pointers ``kind, back_a, back_b, idle_end`` that
-``_backtrack`` reads.
+``one_minus[i, k] = 1 − σ_ik``; ``max_slots[i]``; ``shareable[i, k]``; ``bonus[i, k, t]`` a pair's
+share bonus prefix-summed over slots (read only where ``has_bonus``: the master's wide-pair rows).
+Returns ``ends_value[j]``, ``ends_arg[j] = (S, E)`` and the back-pointers ``kind, back_a, back_b,
+idle_end`` that ``_backtrack`` reads.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ def _forward(
     max_slots: np.ndarray,
     shareable: np.ndarray,
     max_run: int,
+    bonus: np.ndarray,
+    has_bonus: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     n = value.shape[0]
     horizon = value.shape[1] - 1
@@ -130,6 +133,8 @@ def _forward(
                 arg = 0
                 for k in range(n):
                     g = value[k, t, t + 1 + e] - pair_cost[i, k] * duration
+                    if has_bonus:
+                        g = g + (bonus[i, k, t + 1 + e] - bonus[i, k, t])
                     if not duration >= nested_min_t[i, k]:
                         g = NEG
                     if g > top:
@@ -176,6 +181,8 @@ def _forward(
                     safe = max(index, 0)
                     reach = prefix[i, safe, e] if index >= 0 else NEG
                     h = reach - pair_cost[i, k] * duration
+                    if has_bonus:
+                        h = h + (bonus[i, k, t + 1 + e] - bonus[i, k, t])
                     if not shareable[i, k]:
                         h = NEG
                     if h > top:
@@ -228,6 +235,8 @@ def compile_now() -> bool:
         np.ones(1, dtype=np.int64),
         np.zeros((1, 1), dtype=np.bool_),
         1,
+        np.zeros((1, 1, 1)),
+        False,
     )
     return True
 

@@ -36,6 +36,7 @@ from formulation.discretize import SlottedProblem
 from formulation.lanes import (
     DEFAULT_MAX_LANE_STATES,
     DEFAULT_SMOOTHING,
+    MAX_SEPARATIONS,
     Duals,
     LaneData,
     Window,
@@ -52,6 +53,9 @@ MAX_POOL_COLUMNS = 400_000
 """The tree stops (status ``"pool_limit"``, its global bound still valid) once its master holds this many
 columns: the pool is shared by every node and only grows (measured: about 30 lanes of 16 jobs per node
 at 16 jobs on 8 GPUs, so a 60 s solve stays under a few thousand)."""
+NODE_SEPARATIONS = 2
+"""Batches of wide-pair rows a node below the root may add (the root: ``MAX_SEPARATIONS``); the rows
+stay for every node."""
 MAX_CENTERS = 5_000
 """Open nodes that keep their parent's duals (two slot-by-job arrays each) to start from."""
 BOUND_TOLERANCE = 1e-6
@@ -323,7 +327,7 @@ def lane_tree_bound(
     master = _Master(data, highspy, artificial_cost=float(data.n * (data.horizon + 1)))
     master.add(lanes_of_solution(problem, data))
     master.add(single_job_lanes(data))
-    pricer = _LanePricing(data)
+    pricer = _LanePricing(data, master.wide)
     want = max(1, data.n)
     heap: list[_Node] = [_Node(-math.inf, 0, data.window(), 0)]
     leaves: list[float] = []  # bounds of nodes that cannot be split
@@ -373,6 +377,8 @@ def lane_tree_bound(
             cancel=cancel,
             center=node.center,
             enough=best_known - 1.0 + 2 * BOUND_TOLERANCE,  # a bound this high prunes the node
+            # the root finds most wide-pair rows; below it a few more batches, or nodes get slow
+            max_separations=MAX_SEPARATIONS if nodes == 0 else NODE_SEPARATIONS,
         )
         nodes += 1
         depth = max(depth, node.depth)

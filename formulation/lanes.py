@@ -20,7 +20,9 @@ to ``k``, as in the coupled LP):
   overlap_c(j, k)`` is what ``j`` would progress if its partners in lane ``c`` were its only ones (a
   gang's slowest worker is no faster than any single lane of it, so every real lane satisfies
   ``prog ≥ w_j``);
-* objective ``min Σ_j (Σ_E E·z_{jE} + late_j·q_j)``, ``late_j = max(cut + 1, r_j + d_j)``.
+* objective ``min Σ_j (Σ_E E·z_{jE} + late_j·q_j)``, ``late_j = max(cut + 1, r_j + d_j)``;
+* cuts for pairs too wide to run side by side (``G_i + G_k > #GPUs``), added where the LP violates them
+  (:class:`_WideRows`): per slot, the lanes holding both are at least ``(G_i + G_k − #GPUs)·(P_i + P_k − 1)``.
 
 Every schedule of the slotted model cut into its GPUs' lanes is a feasible point (a relaxation: GPU
 placement across nodes, modes and the slowest-worker rule are relaxed as described), so the LP optimum
@@ -61,6 +63,9 @@ PRICING_TOLERANCE = 1e-6
 """A lane enters the master when its reduced cost is below minus this (slot units)."""
 DEFAULT_SMOOTHING = 0.8
 """Wentges' weight on the best-bound duals when pricing (0: plain column generation)."""
+MAX_SEPARATIONS = 30
+SEPARATION_GAP = 0.01
+"""Rounds of wide-pair rows added per column generation at most (:class:`_WideRows`)."""
 DEFAULT_MAX_LANE_STATES = 12_000_000
 """Above this many DP cells (``jobs × (T+1)²``, about 26 bytes each) the lane bound is skipped."""
 
@@ -160,6 +165,9 @@ class LaneData:
     sigma: np.ndarray  # (n, n) fraction of a slot j progresses next to k; 0 where they may not share
     shareable: np.ndarray  # (n, n) bool
     nested_min: np.ndarray  # (n, n) [k, i]: slots k needs when shared with i for its whole run
+    wide: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), dtype=np.int64))
+    """(m, 3) rows ``(i, k, e)``, ``i < k``: pairs too wide to run side by side (``G_i + G_k > #GPUs``);
+    whenever both run they share ``e = G_i + G_k − #GPUs`` GPUs (or cannot run together at all)."""
 
     @staticmethod
     def from_problem(problem: SlottedProblem, horizon: int) -> LaneData:
@@ -199,6 +207,7 @@ class LaneData:
             sigma=sigma,
             shareable=shareable,
             nested_min=nested,
+            wide=_wide_pairs(np.array([job.num_gpus for job in jobs]), problem.num_gpus),
         )
 
     def window(self) -> Window:
@@ -209,6 +218,17 @@ class LaneData:
         """Lane-local progress of ``job`` run in ``[start, end)`` with ``overlaps[k]`` slots next to ``k``."""
         loss = sum((1.0 - self.sigma[job, k]) * slots for k, slots in overlaps.items())
         return float(end - start) - loss
+
+
+def _wide_pairs(num_gpus: np.ndarray, gpus: int) -> np.ndarray:
+    """Pairs ``(i, k, e)``, ``i < k``, with ``e = G_i + G_k − gpus > 0`` (see :attr:`LaneData.wide`)."""
+    rows = [
+        (i, k, int(num_gpus[i] + num_gpus[k] - gpus))
+        for i in range(len(num_gpus))
+        for k in range(i + 1, len(num_gpus))
+        if num_gpus[i] + num_gpus[k] > gpus
+    ]
+    return np.array(rows, dtype=np.int64).reshape(-1, 3)
 
 
 def lanes_of_solution(problem: SlottedProblem, data: LaneData) -> list[Lane]:
@@ -288,27 +308,163 @@ def _between(lo: np.ndarray, hi: np.ndarray, horizon: int) -> np.ndarray:
 @dataclass(frozen=True)
 class Duals:
     """Duals of the master's rows: ``alpha[j, S]`` (start linking), ``beta[j, E]`` (end linking),
-    ``eta[j] ≥ 0`` (progress). Zero where a job has no such row."""
+    ``eta[j] ≥ 0`` (progress), ``nu[r] ≥ 0`` (the wide-pair rows, in the order the master added them,
+    :class:`_WideRows`; rows added after these duals count as 0). Zero where a job has no such row."""
 
     alpha: np.ndarray
     beta: np.ndarray
     eta: np.ndarray
+    nu: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     def mix(self, other: Duals, weight: float) -> Duals:
         """``weight · self + (1 − weight) · other``."""
+        size = max(self.nu.size, other.nu.size)
+        mine = np.pad(self.nu, (0, size - self.nu.size))
+        theirs = np.pad(other.nu, (0, size - other.nu.size))
         return Duals(
             weight * self.alpha + (1 - weight) * other.alpha,
             weight * self.beta + (1 - weight) * other.beta,
             weight * self.eta + (1 - weight) * other.eta,
+            weight * mine + (1 - weight) * theirs,
         )
+
+
+class _WideRows:
+    """The master's wide-pair rows, added as cutting planes where the LP violates them.
+
+    Two jobs too wide to run side by side (``G_i + G_k > #GPUs``) share ``e = G_i + G_k − #GPUs`` GPUs
+    whenever both run (with ``C = 2``; if they may not share, they never run together). Per slot ``t``
+    of the lanes, with ``P_j(t) = Σ_c run_c(j, t)·λ_c / G_j``:
+    ``Σ_c share_c(i, k, t)·λ_c ≥ e·(P_i(t) + P_k(t) − 1)``, i.e. the row
+    ``Σ_c λ_c·(share_c(i, k, t) − (e/G_i)·run_c(i, t) − (e/G_k)·run_c(k, t)) ≥ −e``.
+    Every real schedule's lanes satisfy it (both running: at least ``e`` lanes hold both; one running:
+    ``0 ≥ 0``); the lane LP without it splits a gang's lanes over time so that it never meets such a
+    partner (docs/oracle.md, "Where the slack is"). The linking rows make ``Σ_c run_c(j, t)·λ_c =
+    G_j·(Σ_{S≤t} y_{jS} − Σ_{E≤t} z_{jE})``, so the row is written with the start and end columns in
+    place of the runs: a lane enters it only where ``i`` and ``k`` share in slot ``t`` (sparse). A row's
+    dual ``ν`` pays a lane ``+ν`` per slot the pair shares (the DP adds it to the pair's cost as prefix
+    sums) and moves the Lagrangian's start and end prices (:meth:`start_end_prices`).
+    """
+
+    MAX_NEW_ROWS = 400
+    """Rows added per separation at most (the most violated first)."""
+
+    def __init__(self, data: LaneData) -> None:
+        self.data = data
+        self.pairs = data.wide
+        n = data.n
+        self.pair_id = np.full((n, n), -1, dtype=np.int64)
+        self.pairs_of_job: list[list[int]] = [[] for _ in range(n)]
+        for p, (i, k, _) in enumerate(self.pairs):
+            self.pair_id[i, k] = self.pair_id[k, i] = p
+            self.pairs_of_job[int(i)].append(p)
+            self.pairs_of_job[int(k)].append(p)
+        self.index = np.full((len(self.pairs), data.horizon), -1, dtype=np.int64)  # (p, t) -> r
+        self.pair: list[int] = []
+        self.slot: list[int] = []
+        self.rows: list[int] = []  # r -> the master's row
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def coefficients(self, lane: Lane, first: int = 0) -> dict[int, float]:
+        """The lane's coefficient in each row ``r ≥ first`` that it enters (by ``r``): 1 per slot in
+        which it holds both jobs of the row's pair."""
+        out: dict[int, float] = {}
+        if len(self.rows) <= first:
+            return out
+        entries = lane.entries
+        for a in range(len(entries)):
+            for b in range(a + 1, len(entries)):
+                x, y = entries[a], entries[b]
+                p = int(self.pair_id[x.job, y.job])
+                lo, hi = max(x.start, y.start), min(x.end, y.end)
+                if p < 0 or hi <= lo:
+                    continue
+                for r in self.index[p, lo:hi]:
+                    if r >= first:
+                        out[int(r)] = out.get(int(r), 0.0) + 1.0
+        return out
+
+    def violated(self, lanes: list[Lane], weights: np.ndarray) -> list[tuple[int, int]]:
+        """The rows ``(p, t)`` not yet in the master that lanes at these weights violate, most violated
+        first (at most :attr:`MAX_NEW_ROWS`)."""
+        data = self.data
+        run = np.zeros((data.n, data.horizon))
+        share = np.zeros((len(self.pairs), data.horizon))
+        for lane, weight in zip(lanes, weights, strict=True):
+            entries = lane.entries
+            for e in entries:
+                run[e.job, e.start : e.end] += weight
+            for a in range(len(entries)):
+                for b in range(a + 1, len(entries)):
+                    x, y = entries[a], entries[b]
+                    p = int(self.pair_id[x.job, y.job])
+                    lo, hi = max(x.start, y.start), min(x.end, y.end)
+                    if p >= 0 and hi > lo:
+                        share[p, lo:hi] += weight
+        i, k, width = self.pairs[:, 0], self.pairs[:, 1], self.pairs[:, 2].astype(float)
+        gpus = data.num_gpus.astype(float)
+        lhs = share - (width / gpus[i])[:, None] * run[i] - (width / gpus[k])[:, None] * run[k]
+        violation = np.where(self.index < 0, -width[:, None] - lhs, 0.0)
+        candidates = np.argwhere(violation > 1e-6)
+        if not candidates.size:
+            return []
+        order = np.argsort(-violation[candidates[:, 0], candidates[:, 1]], kind="stable")[: self.MAX_NEW_ROWS]
+        return [(int(p), int(t)) for p, t in candidates[order]]
+
+    def bonus(self, nu: np.ndarray) -> np.ndarray | None:
+        """Each pair's share bonus from the rows' duals, prefix-summed over slots (``(n, n, T+1)``:
+        sharing ``[t, E)`` earns ``[i, k, E] − [i, k, t]``); ``None`` when every dual is 0."""
+        count = min(nu.size, len(self.rows))
+        if count == 0 or not np.any(nu[:count] > 0):
+            return None
+        data = self.data
+        pairs = self.pairs[np.array(self.pair[:count], dtype=np.int64)]
+        slots = np.array(self.slot[:count], dtype=np.int64)
+        bonus = np.zeros((data.n, data.n, data.horizon))
+        np.add.at(bonus, (pairs[:, 0], pairs[:, 1], slots), nu[:count])
+        bonus = bonus + bonus.transpose(1, 0, 2)
+        prefix = np.zeros((data.n, data.n, data.horizon + 1))
+        np.cumsum(bonus, axis=2, out=prefix[:, :, 1:])
+        return prefix
+
+    def start_end_prices(self, nu: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """What the rows' duals add to the Lagrangian price of starting job ``j`` at ``S`` (``e·ν``
+        summed over its rows at slots ``t ≥ S``) and of ending it at ``E`` (minus the same over
+        ``t ≥ E``), as ``(n, T+1)`` arrays; ``None`` when every dual is 0."""
+        count = min(nu.size, len(self.rows))
+        if count == 0 or not np.any(nu[:count] > 0):
+            return None
+        data = self.data
+        pairs = self.pairs[np.array(self.pair[:count], dtype=np.int64)]
+        slots = np.array(self.slot[:count], dtype=np.int64)
+        weight = nu[:count] * pairs[:, 2]
+        per_slot = np.zeros((data.n, data.horizon + 1))
+        np.add.at(per_slot, (pairs[:, 0], slots), weight)
+        np.add.at(per_slot, (pairs[:, 1], slots), weight)
+        suffix = np.cumsum(per_slot[:, ::-1], axis=1)[:, ::-1]  # [j, S]: Σ over t ≥ S
+        return suffix, -suffix
+
+    def constant(self, nu: np.ndarray) -> float:
+        """The rows' right-hand sides times their duals (``Σ_r ν_r·(−e_r)``)."""
+        count = min(nu.size, len(self.rows))
+        if count == 0:
+            return 0.0
+        widths = self.pairs[np.array(self.pair[:count], dtype=np.int64), 2].astype(float)
+        return -float(np.dot(nu[:count], widths))
 
 
 class _Master:
     """The restricted master LP in HiGHS, columns added as lanes come (the basis is kept between
     solves, so each re-solve starts from the last optimum)."""
 
-    def __init__(self, data: LaneData, highspy: Any, artificial_cost: float | None = None) -> None:
+    def __init__(
+        self, data: LaneData, highspy: Any, artificial_cost: float | None = None, wide_rows: bool = True
+    ) -> None:
         self.data = data
+        # the wide-pair rows come as cutting planes (:meth:`separate`); the pricing must know them
+        self.wide = _WideRows(data) if wide_rows and len(data.wide) else None
         self.hs = highspy
         h = highspy.Highs()
         h.setOptionValue("output_flag", False)
@@ -422,6 +578,9 @@ class _Master:
                     if row < 0:
                         raise ValueError(f"lane entry outside job {e.job}'s window: {e}")
                     coefficients[row] = coefficients.get(row, 0.0) + value
+            if self.wide is not None:
+                for r, value in self.wide.coefficients(lane).items():
+                    coefficients[self.wide.rows[r]] = value
             rows = np.array(list(coefficients), dtype=np.int32)
             upper = self.inf if self._inside(lane) else 0.0
             self.h.addCol(0.0, 0.0, upper, len(rows), rows, np.array(list(coefficients.values())))
@@ -431,6 +590,47 @@ class _Master:
             self.lanes.append(lane)
             added += 1
         return added
+
+    def separate(self, values: np.ndarray) -> int:
+        """Add the wide-pair rows (:class:`_WideRows`) that the lanes at ``values`` (a solve's column
+        values) violate, with every pooled lane's coefficients; returns how many."""
+        if self.wide is None:
+            return 0
+        cols = np.array(self.lane_cols, dtype=np.int64)
+        weights = values[cols]
+        used = np.nonzero(weights > 1e-9)[0]
+        found = self.wide.violated([self.lanes[u] for u in used], weights[used])
+        if not found:
+            return 0
+        wide = self.wide
+        first = len(wide)
+        base = int(self.h.getNumRow())
+        jobs: set[int] = set()
+        for p, t in found:
+            wide.index[p, t] = len(wide.rows)
+            wide.pair.append(p)
+            wide.slot.append(t)
+            wide.rows.append(base + len(wide.rows) - first)
+            jobs.update((int(wide.pairs[p, 0]), int(wide.pairs[p, 1])))
+        per_row: list[list[tuple[int, float]]] = [[] for _ in found]
+        for lane, col in zip(self.lanes, self.lane_cols, strict=True):
+            if not any(e.job in jobs for e in lane.entries):
+                continue
+            for r, value in wide.coefficients(lane, first).items():
+                per_row[r - first].append((col, value))
+        for number, (p, t) in enumerate(found):  # −e·(runs of i and of k at t), by the starts and ends
+            width = float(wide.pairs[p, 2])
+            for j in (int(wide.pairs[p, 0]), int(wide.pairs[p, 1])):
+                for s in np.nonzero(self.start_col[j, : t + 1] >= 0)[0]:
+                    per_row[number].append((int(self.start_col[j, s]), -width))
+                for e in np.nonzero(self.end_col[j, : t + 1] >= 0)[0]:
+                    per_row[number].append((int(self.end_col[j, e]), width))
+        starts = np.cumsum([0] + [len(entries) for entries in per_row[:-1]]).astype(np.int32)
+        index = np.array([col for entries in per_row for col, _ in entries], dtype=np.int32)
+        coefficients = np.array([v for entries in per_row for _, v in entries], dtype=float)
+        lower = np.array([-float(wide.pairs[p, 2]) for p, _ in found])
+        self.h.addRows(len(found), lower, np.full(len(found), self.inf), len(index), starts, index, coefficients)
+        return len(found)
 
     def _inside(self, lane: Lane) -> bool:
         if self.window is None:
@@ -473,10 +673,12 @@ class _Master:
         if self.h.getModelStatus() != self.hs.HighsModelStatus.kOptimal:
             return None
         row_dual = np.asarray(self.h.getSolution().row_dual)
+        wide_rows = np.array(self.wide.rows if self.wide is not None else [], dtype=np.int64)
         duals = Duals(
             alpha=np.where(self.start_row >= 0, row_dual[np.maximum(self.start_row, 0)], 0.0),
             beta=np.where(self.end_row >= 0, row_dual[np.maximum(self.end_row, 0)], 0.0),
             eta=np.maximum(row_dual[self.progress_row], 0.0),
+            nu=np.maximum(row_dual[wide_rows], 0.0),
         )
         return self.h.getInfo().objective_function_value, duals, float(row_dual[self.gpu_row])
 
@@ -486,6 +688,10 @@ class _Master:
         at these duals (:meth:`_LanePricing.price`)."""
         data = self.data
         total = float(np.sum(data.num_gpus * data.work * duals.eta)) + data.gpus * min(0.0, -top)
+        prices = None
+        if self.wide is not None:
+            total += self.wide.constant(duals.nu)
+            prices = self.wide.start_end_prices(duals.nu)
         for j in range(data.n):
             g = float(data.num_gpus[j])
             starts = self.start_allowed[j]
@@ -493,7 +699,12 @@ class _Master:
             slots = np.nonzero(ends)[0]
             on_time = math.inf  # a job that cannot end by the cut is late
             if starts.any() and ends.any():
-                on_time = g * float(duals.alpha[j][starts].min()) + float((slots + g * duals.beta[j][ends]).min())
+                start_price = g * duals.alpha[j][starts]
+                end_price = slots + g * duals.beta[j][ends]
+                if prices is not None:
+                    start_price = start_price + prices[0][j][starts]
+                    end_price = end_price + prices[1][j][ends]
+                on_time = float(start_price.min()) + float(end_price.min())
             if data.can_be_late[j]:
                 on_time = min(on_time, float(data.late_cost[j]) - g * float(data.work[j]) * float(duals.eta[j]))
             total += on_time
@@ -504,6 +715,10 @@ class _Master:
         total = 0.0
         for e in lane.entries:
             total += duals.alpha[e.job, e.start] + duals.beta[e.job, e.end] + duals.eta[e.job] * e.progress
+        if self.wide is not None and duals.nu.size:
+            for r, value in self.wide.coefficients(lane).items():
+                if r < duals.nu.size:
+                    total += duals.nu[r] * value
         return float(total)
 
 
@@ -517,8 +732,9 @@ class _LanePricing:
     progress row's duals); a shared slot costs ``pair_cost[i, k] = η_i(1 − σ_ik) + η_k(1 − σ_ki)``.
     """
 
-    def __init__(self, data: LaneData) -> None:
+    def __init__(self, data: LaneData, wide: _WideRows | None = None) -> None:
         self.data = data
+        self.wide = wide  # the master's wide-pair rows, whose duals this pricing takes
         n, horizon = data.n, data.horizon
         slots = np.arange(horizon + 1)
         self.length = slots[None, None, :] - slots[None, :, None]  # E − S
@@ -547,11 +763,14 @@ class _LanePricing:
         data = self.data
         n = self.n
         eta = duals.eta
+        bonus = self.wide.bonus(duals.nu) if self.wide is not None else None  # the wide-pair rows
+        if bonus is None and duals.nu.size and np.any(duals.nu > 0):
+            raise ValueError("duals of wide-pair rows given to a pricing that does not know the rows")
         value = duals.alpha[:, :, None] + duals.beta[:, None, :] + eta[:, None, None] * self.length
         value = np.where(self.valid_run, value, NEG)
         loss = 1.0 - data.sigma
         pair_cost = np.where(data.shareable, eta[:, None] * loss + eta[None, :] * loss.T, np.inf)
-        run = self._forward(value, pair_cost)
+        run = self._forward(value, pair_cost, bonus)
         ends_value, ends_arg = run
         best = float(ends_value.max()) if n else 0.0
         order = np.argsort(-ends_value)
@@ -563,11 +782,14 @@ class _LanePricing:
             lanes.append(self._backtrack(int(j), int(start), int(end)))
         return max(best, 0.0), lanes
 
-    def _forward(self, value: np.ndarray, pair_cost: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    def _forward(
+        self, value: np.ndarray, pair_cost: np.ndarray, bonus: np.ndarray | None = None
+    ) -> tuple[np.ndarray, list[tuple[int, int]]]:
         """The DP's forward pass: compiled (:mod:`formulation.lane_kernel`) where numba is installed and
-        :attr:`compiled` is on, else in numpy; both give the same arrays."""
+        :attr:`compiled` is on, else in numpy; both give the same arrays. ``bonus[i, k, t]``: the pair's
+        share bonus prefix-summed over slots (sharing ``[t, E)`` earns ``bonus[i, k, E] − bonus[i, k, t]``)."""
         if not (self.compiled and lane_kernel.ready()):
-            return self._forward_numpy(value, pair_cost)
+            return self._forward_numpy(value, pair_cost, bonus)
         data = self.data
         ends_value, ends_arg, kind, back_a, back_b, idle_end = lane_kernel.forward(
             np.ascontiguousarray(value, dtype=np.float64),
@@ -579,11 +801,15 @@ class _LanePricing:
             np.ascontiguousarray(data.max_slots, dtype=np.int64),
             np.ascontiguousarray(data.shareable),
             int(self.max_run),
+            np.ascontiguousarray(bonus if bonus is not None else np.zeros((1, 1, 1)), dtype=np.float64),
+            bonus is not None,
         )
         self.kind, self.back_a, self.back_b, self.idle_end = kind, back_a, back_b, idle_end
         return ends_value, [(int(s), int(e)) for s, e in ends_arg]
 
-    def _forward_numpy(self, value: np.ndarray, pair_cost: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    def _forward_numpy(
+        self, value: np.ndarray, pair_cost: np.ndarray, bonus: np.ndarray | None = None
+    ) -> tuple[np.ndarray, list[tuple[int, int]]]:
         data = self.data
         n, horizon = self.n, data.horizon
         carry = np.full((n, horizon + 1, horizon + 1), NEG)
@@ -645,6 +871,8 @@ class _LanePricing:
             duration = ends - t  # (L,)
             # nested: k starts at t and ends at E while i runs on (k shared its whole run)
             gain = value[None, :, t, t + 1 :] - pair_cost[:, :, None] * duration[None, None, :]  # [i, k, E]
+            if bonus is not None:
+                gain = gain + (bonus[:, :, t + 1 :] - bonus[:, :, t][:, :, None])
             gain = np.where(duration[None, None, :] >= nested_min_t[:, :, None], gain, NEG)
             best_k = gain.argmax(axis=1)  # (n, L)
             nested = np.take_along_axis(gain, best_k[:, None, :], axis=1)[:, 0, :]
@@ -677,6 +905,8 @@ class _LanePricing:
             reach = np.where(index >= 0, prefix[ii, safe, ee], NEG)  # [i, k, E]
             reach_s = prefix_arg[ii, safe, ee]
             hand = reach - pair_cost[:, :, None] * duration[None, None, :]
+            if bonus is not None:
+                hand = hand + (bonus[:, :, t + 1 :] - bonus[:, :, t][:, :, None])
             hand = np.where(data.shareable[:, :, None], hand, NEG)
             best_i = hand.argmax(axis=0)  # [k, E]
             handed = np.take_along_axis(hand, best_i[None, :, :], axis=0)[0]  # [k, E]
@@ -761,6 +991,8 @@ class _ProgressPricing:
         self.end_ok = self._end_base & window.ends(self.data.horizon)
 
     def price(self, duals: Duals, want: int) -> tuple[float, list[Lane]]:
+        if duals.nu.size and np.any(duals.nu > 0):
+            raise ValueError("the progress pricing does not take the wide-pair rows' duals")
         data = self.data
         n, horizon, q, r_max = self.n, data.horizon, self.q, self.r_max
         start_value = np.where(self.start_ok, duals.alpha, NEG)
@@ -981,6 +1213,7 @@ class _Generation:
     history: list[tuple[float, float, float]]
     values: np.ndarray | None
     center: Duals | None = None  # the duals of the best bound
+    cuts: int = 0  # wide-pair rows in the master after the last separation
 
 
 def _column_generation(
@@ -995,6 +1228,7 @@ def _column_generation(
     on_bound: Callable[[_Generation], bool] | None = None,
     center: Duals | None = None,
     enough: float = math.inf,
+    max_separations: int = MAX_SEPARATIONS,
 ) -> _Generation:
     """Column generation on the master as it is (its columns, bounds and windows) until its LP optimum,
     the deadline, ``max_rounds`` or ``cancel``: Wentges smoothing, and the exact Lagrangian bound after
@@ -1016,6 +1250,7 @@ def _column_generation(
             return outcome
     center = outcome.center
     last_round = 0.0
+    separations = 0
     while outcome.rounds < max_rounds:
         if cancel is not None and cancel.is_set():
             outcome.status = "cancelled"
@@ -1059,12 +1294,30 @@ def _column_generation(
         last_round = time.perf_counter() - round_began
         if outcome.status in ("stopped", "enough"):
             break
-        if outcome.best >= outcome.master_value - PRICING_TOLERANCE * max(1.0, abs(outcome.master_value)):
-            outcome.status = "optimal"
-            break
-        if not entering:
-            outcome.status = "optimal"  # priced at the master's duals: no lane has a negative reduced cost
+        converged = outcome.best >= outcome.master_value - PRICING_TOLERANCE * max(1.0, abs(outcome.master_value))
+        if not entering:  # priced at the master's duals: no lane has a negative reduced cost
             outcome.best = max(outcome.best, outcome.master_value)
+            converged = True
+        # rows are looked for once the bound is near the master (a tail of rounds per batch costs more)
+        near = outcome.best >= outcome.master_value - SEPARATION_GAP * max(1.0, abs(outcome.master_value))
+        if (
+            near
+            and not converged
+            and separations < max_separations
+            and outcome.values is not None
+            and master.separate(outcome.values)
+        ):
+            separations += 1
+            outcome.cuts = len(master.wide) if master.wide is not None else 0
+        if converged:
+            # the LP with these rows is solved: add the wide-pair rows it violates and go on, else done
+            if separations < max_separations and outcome.values is not None and master.separate(outcome.values):
+                separations += 1
+                outcome.cuts = len(master.wide) if master.wide is not None else 0
+                if entering:
+                    master.add(entering)
+                continue
+            outcome.status = "optimal"
             break
         if not master.add(entering):
             outcome.status = "failed: pricing found no new lane with a negative reduced cost"
@@ -1128,11 +1381,12 @@ def lane_bound(
     import highspy
 
     data = LaneData.from_problem(problem, cut)
-    master = _Master(data, highspy)
+    # the progress pricing does not take the wide-pair rows' duals: no such rows with it
+    master = _Master(data, highspy, wide_rows=pricing == "fast")
     master.add(lanes_of_solution(problem, data))
     master.add(single_job_lanes(data))
     pricer: _LanePricing | _ProgressPricing = (
-        _ProgressPricing(data, grid) if pricing == "progress" else _LanePricing(data)
+        _ProgressPricing(data, grid) if pricing == "progress" else _LanePricing(data, master.wide)
     )
     want = columns_per_round or max(1, data.n)
 
