@@ -984,6 +984,7 @@ class LookaheadPolicy:
         self.rollouts = 0  # over the run (for reports and tests)
         self.events = 0  # simulated completion events over the run
         self.deviations = 0  # decisions where the pilot chose other than the first base's action
+        self.compiled_steps = 0  # pilot steps scored by the compiled model
 
     # --- state ------------------------------------------------------------------------------------------
     def _bind(self, view: ClusterView) -> tuple[_Static, PendingQueue]:
@@ -1184,6 +1185,7 @@ class LookaheadPolicy:
                     )
                     self.rollouts += rollouts
                     self.events += events
+                    self.compiled_steps += 1
                 else:
                     scores = [self._score(sim, c, slot, tail) for c in candidates]
                 choice = candidates[_argmin(scores)]

@@ -16,15 +16,20 @@ node), the running records as columns (``running``, ``jg``/``jn`` its GPUs, ``ti
 (completion time, sequence number = version, job).
 """
 
+# ruff: noqa: RUF059  (each function unpacks whole state tuples: numba needs every element named)
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from numba import njit
 
-REL_TOL = 1e-9
-MEMORY_SLACK = 1e-9
+from heuristics.lookahead import _MEMORY_SLACK as MEMORY_SLACK
+from heuristics.lookahead import REL_TOL
+
+State = tuple[Any, ...]
+"""A tuple of state arrays (see the module docstring)."""
 
 # si: integer scalars of the state
 SEQ = 0
@@ -42,7 +47,7 @@ TOTAL = 1
 
 # --- heapq, as CPython does it (entries (done, seq, job); seq is unique) -------------------------------------
 @njit(cache=True, nogil=True)
-def _siftdown(hd, hs, hj, startpos, pos):  # type: ignore[no-untyped-def]
+def _siftdown(hd: np.ndarray, hs: np.ndarray, hj: np.ndarray, startpos: int, pos: int) -> None:
     nd = hd[pos]
     ns = hs[pos]
     nj = hj[pos]
@@ -63,7 +68,7 @@ def _siftdown(hd, hs, hj, startpos, pos):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _siftup(hd, hs, hj, endpos, pos):  # type: ignore[no-untyped-def]
+def _siftup(hd: np.ndarray, hs: np.ndarray, hj: np.ndarray, endpos: int, pos: int) -> None:
     startpos = pos
     nd = hd[pos]
     ns = hs[pos]
@@ -87,7 +92,7 @@ def _siftup(hd, hs, hj, endpos, pos):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _push(si, hd, hs, hj, done, seq, job):  # type: ignore[no-untyped-def]
+def _push(si: np.ndarray, hd: np.ndarray, hs: np.ndarray, hj: np.ndarray, done: float, seq: int, job: int) -> None:
     n = si[HN]
     if n >= hd.shape[0]:
         raise IndexError("look-ahead kernel: heap capacity exceeded")
@@ -99,7 +104,7 @@ def _push(si, hd, hs, hj, done, seq, job):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _pop(si, hd, hs, hj):  # type: ignore[no-untyped-def]
+def _pop(si: np.ndarray, hd: np.ndarray, hs: np.ndarray, hj: np.ndarray) -> None:
     """Remove the smallest entry (the caller read it at index 0)."""
     n = si[HN] - 1
     si[HN] = n
@@ -112,7 +117,7 @@ def _pop(si, hd, hs, hj):  # type: ignore[no-untyped-def]
 
 # --- placement --------------------------------------------------------------------------------------------
 @njit(cache=True, nogil=True)
-def _take(freeg, node, gpn, k, out, taken):  # type: ignore[no-untyped-def]
+def _take(freeg: np.ndarray, node: int, gpn: int, k: int, out: np.ndarray, taken: int) -> int:
     """Append the first ``k`` idle GPUs of ``node`` (ascending: ``free_by_node[node][:k]``) to ``out``."""
     g = node * gpn
     end = g + gpn
@@ -126,21 +131,30 @@ def _take(freeg, node, gpn, k, out, taken):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _node_order(fnode, nodes, count, order):  # type: ignore[no-untyped-def]
+def _node_order(fnode: np.ndarray, nodes: np.ndarray, count: int, order: np.ndarray) -> None:
     """``nodes[:count]`` sorted by (-idle GPUs, node) into ``order`` (stable insertion sort of ascending nodes)."""
     for i in range(count):
         node = nodes[i]
         j = i - 1
-        while j >= 0 and (
-            fnode[order[j]] < fnode[node] or (fnode[order[j]] == fnode[node] and order[j] > node)
-        ):
+        while j >= 0 and (fnode[order[j]] < fnode[node] or (fnode[order[j]] == fnode[node] and order[j] > node)):
             order[j + 1] = order[j]
             j -= 1
         order[j + 1] = node
 
 
 @njit(cache=True, nogil=True)
-def _pick_free(si, freeg, fnode, gpn, count, near, has_near, out, nodes_buf, order_buf):  # type: ignore[no-untyped-def]
+def _pick_free(
+    si: np.ndarray,
+    freeg: np.ndarray,
+    fnode: np.ndarray,
+    gpn: int,
+    count: int,
+    near: np.ndarray,
+    has_near: bool,
+    out: np.ndarray,
+    nodes_buf: np.ndarray,
+    order_buf: np.ndarray,
+) -> int:
     """``_Sim.pick_free``: writes the GPUs to ``out``; returns how many (``count``) or -1 (``None``)."""
     if count <= 0:
         return 0
@@ -184,8 +198,15 @@ def _pick_free(si, freeg, fnode, gpn, count, near, has_near, out, nodes_buf, ord
 
 # --- dynamics ---------------------------------------------------------------------------------------------
 @njit(cache=True, nogil=True)
-def _rerate(si, sf, occ, occn, jg, jn, titer, prog, tat, rate, ver, hd, hs, hj, iters, ratio, jobs, count, slot, slotted):  # type: ignore[no-untyped-def]  # noqa: E501
+def _rerate(s: State, w: State, jobs: np.ndarray, count: int, slot: float, slotted: bool) -> None:
     """``_Sim._rerate`` of ``jobs[:count]`` (ascending: the sorted order)."""
+    sa, sb = s
+    gpn, capacity, gpu_memory, room_level, demand, iters, alone, arrival, keyrank = sa
+    nmodes, mmem, mtib, halfseq, titer_tab, ratio, at, aj = sb
+    wa, wb, wc = w
+    si, sf, occ, occn, mem, released, freeg, fnode = wa
+    running, jg, jn, titer, prog, tat, rate, ver, own = wb
+    pend, hd, hs, hj = wc
     now = sf[T]
     for idx in range(count):
         j = jobs[idx]
@@ -221,8 +242,18 @@ def _rerate(si, sf, occ, occn, jg, jn, titer, prog, tat, rate, ver, hd, hs, hj, 
 
 
 @njit(cache=True, nogil=True)
-def _start(si, sf, occ, occn, mem, freeg, fnode, running, jg, jn, titer, prog, tat, rate, ver, own, hd, hs, hj, gpn, iters, ratio, titer_tab, mmem, j, gpus, ngpus, mode, slot, slotted, mark, buf):  # type: ignore[no-untyped-def]  # noqa: E501
+def _start(
+    s: State, w: State, x: State, j: int, gpus: np.ndarray, ngpus: int, mode: int, slot: float, slotted: bool
+) -> None:
     """``_Sim.start`` (progress 0) of job ``j`` on ``gpus[:ngpus]`` in mode ``mode``."""
+    sa, sb = s
+    gpn, capacity, gpu_memory, room_level, demand, iters, alone, arrival, keyrank = sa
+    nmodes, mmem, mtib, halfseq, titer_tab, ratio, at, aj = sb
+    wa, wb, wc = w
+    si, sf, occ, occn, mem, released, freeg, fnode = wa
+    running, jg, jn, titer, prog, tat, rate, ver, own = wb
+    pend, hd, hs, hj = wc
+    mark, buf, fin, todo, started, slot_of, pj, px, pu, pg, pgn, pord, sc_i, sc_f, sc_g, free_at, work = x
     memory = mmem[j, mode]
     idle = 0
     shared = 0
@@ -295,11 +326,13 @@ def _start(si, sf, occ, occn, mem, freeg, fnode, running, jg, jn, titer, prog, t
     for k in range(ntouched):
         mark[buf[k]] = False
     buf[:ntouched].sort()
-    _rerate(si, sf, occ, occn, jg, jn, titer, prog, tat, rate, ver, hd, hs, hj, iters, ratio, buf, ntouched, slot, slotted)  # noqa: E501
+    _rerate(s, w, buf, ntouched, slot, slotted)
 
 
 @njit(cache=True, nogil=True)
-def _arrive(si, pend, keyrank, at, aj, limit):  # type: ignore[no-untyped-def]
+def _arrive(
+    si: np.ndarray, pend: np.ndarray, keyrank: np.ndarray, at: np.ndarray, aj: np.ndarray, limit: float
+) -> None:
     """``_Sim._arrive``: queue the arrivals up to ``limit`` in priority order."""
     while si[NEXT_ARR] < at.shape[0] and at[si[NEXT_ARR]] <= limit:
         j = aj[si[NEXT_ARR]]
@@ -316,8 +349,16 @@ def _arrive(si, pend, keyrank, at, aj, limit):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _next_event(si, sf, occ, occn, mem, released, freeg, fnode, running, jg, jn, titer, prog, tat, rate, ver, own, pend, hd, hs, hj, gpn, iters, ratio, keyrank, at, aj, slot, slotted, mark, buf, fin):  # type: ignore[no-untyped-def]  # noqa: E501
+def _next_event(s: State, w: State, x: State, slot: float, slotted: bool) -> bool:
     """``_Sim.next_event``: False when nothing runs and nothing is left to arrive."""
+    sa, sb = s
+    gpn, capacity, gpu_memory, room_level, demand, iters, alone, arrival, keyrank = sa
+    nmodes, mmem, mtib, halfseq, titer_tab, ratio, at, aj = sb
+    wa, wb, wc = w
+    si, sf, occ, occn, mem, released, freeg, fnode = wa
+    running, jg, jn, titer, prog, tat, rate, ver, own = wb
+    pend, hd, hs, hj = wc
+    mark, buf, fin, todo, started, slot_of, pj, px, pu, pg, pgn, pord, sc_i, sc_f, sc_g, free_at, work = x
     done = math.inf
     while si[HN] > 0:
         j = hj[0]
@@ -389,12 +430,12 @@ def _next_event(si, sf, occ, occn, mem, released, freeg, fnode, running, jg, jn,
                 buf[count] = o
                 count += 1
         buf[:count].sort()
-        _rerate(si, sf, occ, occn, jg, jn, titer, prog, tat, rate, ver, hd, hs, hj, iters, ratio, buf, count, slot, slotted)  # noqa: E501
+        _rerate(s, w, buf, count, slot, slotted)
     return True
 
 
 @njit(cache=True, nogil=True)
-def _drop(si, pend, j):  # type: ignore[no-untyped-def]
+def _drop(si: np.ndarray, pend: np.ndarray, j: int) -> None:
     n = si[PN]
     index = 0
     while pend[index] != j:
@@ -406,9 +447,17 @@ def _drop(si, pend, j):  # type: ignore[no-untyped-def]
 
 # --- the base policies ------------------------------------------------------------------------------------
 @njit(cache=True, nogil=True)
-def _partner_list(si, sf, occ, occn, mem, jn, titer, prog, tat, rate, iters, slot_of, pj, px, pu, pg, pgn, pord):  # type: ignore[no-untyped-def]  # noqa: E501
+def _partner_list(s: State, w: State, x: State) -> int:
     """``_Sim.partner_list`` into the scratch columns (``pord``: the sorted order); cached until the next
     start or event."""
+    sa, sb = s
+    gpn, capacity, gpu_memory, room_level, demand, iters, alone, arrival, keyrank = sa
+    nmodes, mmem, mtib, halfseq, titer_tab, ratio, at, aj = sb
+    wa, wb, wc = w
+    si, sf, occ, occn, mem, released, freeg, fnode = wa
+    running, jg, jn, titer, prog, tat, rate, ver, own = wb
+    pend, hd, hs, hj = wc
+    mark, buf, fin, todo, started, slot_of, pj, px, pu, pg, pgn, pord, sc_i, sc_f, sc_g, free_at, work = x
     if si[PVALID]:
         return si[NPART]
     count = 0
@@ -451,10 +500,14 @@ def _partner_list(si, sf, occ, occn, mem, jn, titer, prog, tat, rate, iters, slo
 
 
 @njit(cache=True, nogil=True)
-def _pair_value(ratio, nmodes, mmem, mtib, halfseq, gpu_memory, j, o, x_a, used, veto):  # type: ignore[no-untyped-def]  # noqa: E501
+def _pair_value(s: State, j: int, o: int, x_a: float, used: float, veto: bool) -> tuple[int, float, int]:
     """Theorem 1 / Algorithm 2 of job ``j`` next to partner ``o`` (as ``share_options``' loop body):
     ``(kind, value, mode)``; kind 0: no option (may not share / no mode fits / vetoed), 1: share, 2: the
     sequential value (no veto)."""
+    sa, sb = s
+    gpn, capacity, gpu_memory, room_level, demand, iters, alone, arrival, keyrank = sa
+    nmodes, mmem, mtib, halfseq, titer_tab, ratio, at, aj = sb
+    gpu_memory = gpu_memory + MEMORY_SLACK
     xi_a = ratio[o, j]
     xi_b = ratio[j, o]
     if math.isnan(xi_a) or math.isnan(xi_b):
@@ -482,8 +535,16 @@ def _pair_value(ratio, nmodes, mmem, mtib, halfseq, gpu_memory, j, o, x_a, used,
 
 
 @njit(cache=True, nogil=True)
-def _base_step(si, sf, occ, occn, mem, released, freeg, fnode, running, jg, jn, titer, prog, tat, rate, ver, own, pend, hd, hs, hj, gpn, capacity, gpu_memory, room_level, demand, iters, ratio, nmodes, mmem, mtib, halfseq, titer_tab, base, slot, slotted, scan, tries, sc_i, sc_f, sc_g, mark, buf, todo, started, slot_of, pj, px, pu, pg, pgn, pord):  # type: ignore[no-untyped-def]  # noqa: E501
+def _base_step(s: State, w: State, x: State, base: int, slot: float, slotted: bool, scan: int, tries: int) -> None:
     """``_Sim.base_step``: the base policy's starts now (base 0 ``bsbf``, 1 ``nosharing``, 2 ``share``)."""
+    sa, sb = s
+    gpn, capacity, gpu_memory, room_level, demand, iters, alone, arrival, keyrank = sa
+    nmodes, mmem, mtib, halfseq, titer_tab, ratio, at, aj = sb
+    wa, wb, wc = w
+    si, sf, occ, occn, mem, released, freeg, fnode = wa
+    running, jg, jn, titer, prog, tat, rate, ver, own = wb
+    pend, hd, hs, hj = wc
+    mark, buf, fin, todo, started, slot_of, pj, px, pu, pg, pgn, pord, sc_i, sc_f, sc_g, free_at, work = x
     if si[PN] == 0:
         return
     sharing = base != 1 and capacity >= 2
@@ -511,7 +572,6 @@ def _base_step(si, sf, occ, occn, mem, released, freeg, fnode, running, jg, jn, 
     nodes_buf = sc_g[2]
     order_buf = sc_g[3]
     share_limit = 0
-    mem_memory = gpu_memory + MEMORY_SLACK
     for idx in range(ntodo):
         j = todo[idx]
         if free + single == 0:
@@ -529,7 +589,7 @@ def _base_step(si, sf, occ, occn, mem, released, freeg, fnode, running, jg, jn, 
                 continue
             tries -= 1
             if not have_partners:
-                npart = _partner_list(si, sf, occ, occn, mem, jn, titer, prog, tat, rate, iters, slot_of, pj, px, pu, pg, pgn, pord)  # noqa: E501
+                npart = _partner_list(s, w, x)
                 have_partners = True
                 partner_gpus = -1
             share_limit = npart if scan < 0 else min(scan, npart)
@@ -540,7 +600,7 @@ def _base_step(si, sf, occ, occn, mem, released, freeg, fnode, running, jg, jn, 
                 mode = -1
                 for q in range(share_limit):
                     p = pord[q]
-                    kind, value, m = _pair_value(ratio, nmodes, mmem, mtib, halfseq, mem_memory, j, pj[p], px[p], pu[p], veto)  # noqa: E501
+                    kind, value, m = _pair_value(s, j, pj[p], px[p], pu[p], veto)
                     if kind == 0:
                         continue
                     if found < 0 or value < best:
@@ -565,7 +625,7 @@ def _base_step(si, sf, occ, occn, mem, released, freeg, fnode, running, jg, jn, 
                 failed = False
                 for q in range(share_limit):
                     p = pord[q]
-                    kind, value, m = _pair_value(ratio, nmodes, mmem, mtib, halfseq, mem_memory, j, pj[p], px[p], pu[p], veto)  # noqa: E501
+                    kind, value, m = _pair_value(s, j, pj[p], px[p], pu[p], veto)
                     if kind == 0:
                         if veto:
                             potential -= pgn[p]
@@ -611,7 +671,7 @@ def _base_step(si, sf, occ, occn, mem, released, freeg, fnode, running, jg, jn, 
                         near[node] = False
                     for k in range(ngpus):
                         near[gpus[k] // gpn] = True
-                    extra = _pick_free(si, freeg, fnode, gpn, d - ngpus, near, True, gpus[ngpus:], nodes_buf, order_buf)  # noqa: E501
+                    extra = _pick_free(si, freeg, fnode, gpn, d - ngpus, near, True, gpus[ngpus:], nodes_buf, order_buf)
                     if extra < 0:
                         continue
                     ngpus += extra
@@ -630,7 +690,7 @@ def _base_step(si, sf, occ, occn, mem, released, freeg, fnode, running, jg, jn, 
                             break
                     if mode < 0:
                         continue
-        _start(si, sf, occ, occn, mem, freeg, fnode, running, jg, jn, titer, prog, tat, rate, ver, own, hd, hs, hj, gpn, iters, ratio, titer_tab, mmem, j, gpus, ngpus, mode, slot, slotted, mark, buf)  # noqa: E501
+        _start(s, w, x, j, gpus, ngpus, mode, slot, slotted)
         started[nstarted] = j
         nstarted += 1
         have_partners = False
@@ -642,8 +702,16 @@ def _base_step(si, sf, occ, occn, mem, released, freeg, fnode, running, jg, jn, 
 
 
 @njit(cache=True, nogil=True)
-def _terminal(si, sf, running, jg, jn, ver, pend, hd, hs, hj, demand, iters, alone, arrival, aj, tail, free_at, work):  # type: ignore[no-untyped-def]  # noqa: E501
+def _terminal(s: State, w: State, x: State, tail: float) -> float:
     """``_Sim.terminal``: completed sum + the rest estimated (heap entries summed in the heap's order)."""
+    sa, sb = s
+    gpn, capacity, gpu_memory, room_level, demand, iters, alone, arrival, keyrank = sa
+    nmodes, mmem, mtib, halfseq, titer_tab, ratio, at, aj = sb
+    wa, wb, wc = w
+    si, sf, occ, occn, mem, released, freeg, fnode = wa
+    running, jg, jn, titer, prog, tat, rate, ver, own = wb
+    pend, hd, hs, hj = wc
+    mark, buf, fin, todo, started, slot_of, pj, px, pu, pg, pgn, pord, sc_i, sc_f, sc_g, free_at, work = x
     total = sf[TOTAL]
     ngpu = free_at.shape[0]
     for g in range(ngpu):
@@ -681,22 +749,26 @@ def _terminal(si, sf, running, jg, jn, ver, pend, hd, hs, hj, demand, iters, alo
             for k in range(ngpu):
                 free_at[k] = work[k]
     if tail:
-        s = 0.0
+        acc = 0.0  # sum(free_at), left to right
         for g in range(ngpu):
-            s += free_at[g]
-        return total + tail * s
+            acc += free_at[g]
+        return total + tail * acc
     return total + 0.0
 
 
 # --- the scoring of a pilot step's candidates ----------------------------------------------------------------
 @njit(cache=True, nogil=True)
-def score(  # type: ignore[no-untyped-def]
-    gpn, capacity, gpu_memory, room_level, demand, iters, alone, arrival, keyrank,
-    nmodes, mmem, mtib, halfseq, titer_tab, ratio,
-    si0, sf0, occ0, occn0, mem0, released0, running0, jg0, jn0, titer0, prog0, tat0, rate0, ver0, own0,
-    pend0, hd0, hs0, hj0, at, aj,
-    cjob, cmode, cgpus, cng, bases, slot, slotted, max_events, scan, tail, tries,
-):  # fmt: skip
+def score(
+    gpn: int, capacity: int, gpu_memory: float, room_level: np.ndarray, demand: np.ndarray, iters: np.ndarray,
+    alone: np.ndarray, arrival: np.ndarray, keyrank: np.ndarray, nmodes: np.ndarray, mmem: np.ndarray,
+    mtib: np.ndarray, halfseq: np.ndarray, titer_tab: np.ndarray, ratio: np.ndarray,
+    si0: np.ndarray, sf0: np.ndarray, occ0: np.ndarray, occn0: np.ndarray, mem0: np.ndarray, released0: np.ndarray,
+    running0: np.ndarray, jg0: np.ndarray, jn0: np.ndarray, titer0: np.ndarray, prog0: np.ndarray,
+    tat0: np.ndarray, rate0: np.ndarray, ver0: np.ndarray, own0: np.ndarray,
+    pend0: np.ndarray, hd0: np.ndarray, hs0: np.ndarray, hj0: np.ndarray, at: np.ndarray, aj: np.ndarray,
+    cjob: np.ndarray, cmode: np.ndarray, cgpus: np.ndarray, cng: np.ndarray, bases: np.ndarray,
+    slot: float, slotted: bool, max_events: int, scan: int, tail: float, tries: int,
+) -> tuple[np.ndarray, int, int]:  # fmt: skip
     """``LookaheadPolicy._score`` of every candidate (``cjob`` -1: stop): ``(best score per candidate,
     rollouts, simulated events)``."""
     ngpu = occ0.shape[0]
@@ -743,6 +815,16 @@ def score(  # type: ignore[no-untyped-def]
     sc_g = np.empty((4, ngpu + 1), dtype=np.int64)
     free_at = np.empty(ngpu)
     work = np.empty(ngpu)
+    st = (
+        (gpn, capacity, gpu_memory, room_level, demand, iters, alone, arrival, keyrank),
+        (nmodes, mmem, mtib, halfseq, titer_tab, ratio, at, aj),
+    )
+    w = (
+        (si, sf, occ, occn, mem, released, freeg, fnode),
+        (running, jg, jn, titer, prog, tat, rate, ver, own),
+        (pend, hd, hs, hj),
+    )
+    x = (mark, buf, fin, todo, started, slot_of, pj, px, pu, pg, pgn, pord, sc_i, sc_f, sc_g, free_at, work)
     ncand = cjob.shape[0]
     best_scores = np.full(ncand, math.inf)
     rollouts = 0
@@ -782,9 +864,9 @@ def score(  # type: ignore[no-untyped-def]
             hj[:hn0] = hj0
             j = cjob[ci]
             if j >= 0:
-                _start(si, sf, occ, occn, mem, freeg, fnode, running, jg, jn, titer, prog, tat, rate, ver, own, hd, hs, hj, gpn, iters, ratio, titer_tab, mmem, j, cgpus[ci], cng[ci], cmode[ci], slot, slotted, mark, buf)  # noqa: E501
+                _start(st, w, x, j, cgpus[ci], cng[ci], cmode[ci], slot, slotted)
                 _drop(si, pend, j)
-            elif not _next_event(si, sf, occ, occn, mem, released, freeg, fnode, running, jg, jn, titer, prog, tat, rate, ver, own, pend, hd, hs, hj, gpn, iters, ratio, keyrank, at, aj, slot, slotted, mark, buf, fin):  # noqa: E501
+            elif not _next_event(st, w, x, slot, slotted):
                 continue
             rollouts += 1
             # rollout
@@ -794,22 +876,22 @@ def score(  # type: ignore[no-untyped-def]
             finished = False
             while True:
                 if si[PN] and (si[FREE] or (sharing and si[NSINGLE])):
-                    _base_step(si, sf, occ, occn, mem, released, freeg, fnode, running, jg, jn, titer, prog, tat, rate, ver, own, pend, hd, hs, hj, gpn, capacity, gpu_memory, room_level, demand, iters, ratio, nmodes, mmem, mtib, halfseq, titer_tab, base, slot, slotted, scan, tries, sc_i, sc_f, sc_g, mark, buf, todo, started, slot_of, pj, px, pu, pg, pgn, pord)  # noqa: E501
+                    _base_step(st, w, x, base, slot, slotted, scan, tries)
                 if events >= max_events:
-                    value = _terminal(si, sf, running, jg, jn, ver, pend, hd, hs, hj, demand, iters, alone, arrival, aj, tail, free_at, work)  # noqa: E501
+                    value = _terminal(st, w, x, tail)
                     finished = True
                     break
-                if not _next_event(si, sf, occ, occn, mem, released, freeg, fnode, running, jg, jn, titer, prog, tat, rate, ver, own, pend, hd, hs, hj, gpn, iters, ratio, keyrank, at, aj, slot, slotted, mark, buf, fin):  # noqa: E501
+                if not _next_event(st, w, x, slot, slotted):
                     break
                 events += 1
             if not finished:
                 if si[PN]:
                     value = math.inf
                 elif tail:
-                    s = 0.0
+                    acc = 0.0  # sum(released), left to right
                     for g in range(ngpu):
-                        s += released[g]
-                    value = sf[TOTAL] + tail * s
+                        acc += released[g]
+                    value = sf[TOTAL] + tail * acc
                 else:
                     value = sf[TOTAL] + 0.0
             events_total += events
