@@ -133,12 +133,18 @@ def whole_trace(
     validate: bool,
     reference: bool = False,
     capacity: int | None = None,
+    python_model: bool = False,
 ) -> list[dict[str, Any]]:
     """Simulate every policy on a whole trace; wall time, events, preemptions, average JCT.
 
     With ``reference``, the frozen pre-issue-19 code (``benchmarks/reference``: the look-ahead policy and,
     with ``validate``, the validator) runs on the same input right after the current code, in the same
-    process: its times (``ref_*``), the ratio, and whether the results are identical."""
+    process: its times (``ref_*``), the ratio, and whether the results are identical.
+
+    The look-ahead's compiled rollouts (``duetto[fast]``) are made ready before it is timed (compiled, or
+    loaded from numba's cache: ``kernel_load_s``), so the timed run uses them from its first decision. With
+    ``python_model``, the look-ahead also runs with its Python rollouts (``compiled=False``) in the same
+    process: its time (``python_*``), the ratio, and whether the schedules are identical."""
     from formulation.traces import load_trace
     from formulation.validator import validate as run_validator
 
@@ -147,8 +153,16 @@ def whole_trace(
     instance = load_trace(kind, trace, **({"semantics": "duetto"} if kind == "muri" else {}))
     rows = []
     for name in policies:
+        load = None
+        if name == "sjf-bsbf-lookahead":
+            from heuristics import lookahead_kernel
+
+            load = time.perf_counter()
+            lookahead_kernel.compile_now()  # numba's on-disk cache after the first time
+            load = time.perf_counter() - load
+        policy = make_policy(name)
         start, cpu = time.perf_counter(), time.process_time()
-        result = simulate(instance, name, validate=False, capacity=capacity)
+        result = simulate(instance, policy, validate=False, capacity=capacity)
         row: dict[str, Any] = {
             "policy": name,
             "jobs": len(instance.jobs),
@@ -160,6 +174,18 @@ def whole_trace(
             "preemptions": result.stats.preemptions,
             "avg_jct_h": result.avg_jct / 3600,
         }
+        if load is not None:
+            row["kernel_load_s"] = load
+            row["compiled_steps"] = getattr(policy, "compiled_steps", 0)  # pilot steps the compiled model scored
+        if python_model and name == "sjf-bsbf-lookahead":
+            start, cpu = time.perf_counter(), time.process_time()
+            slow = simulate(instance, make_policy(name, compiled=False), validate=False, capacity=capacity)
+            row["python_simulate_s"] = time.perf_counter() - start
+            row["python_simulate_cpu_s"] = time.process_time() - cpu
+            row["compiled_speedup"] = row["python_simulate_cpu_s"] / row["simulate_cpu_s"]
+            row["python_identical"] = (
+                slow.completion == result.completion and slow.schedule.plans == result.schedule.plans
+            )
         old_policy = _reference_policy(name) if reference else None
         if old_policy is not None:
             start, cpu = time.perf_counter(), time.process_time()
@@ -211,6 +237,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="also run the frozen pre-issue-19 code (look-ahead, validator) and report the speed-up",
     )
     parser.add_argument("--capacity", type=int, default=None, help="jobs per GPU (default: the trace's)")
+    parser.add_argument(
+        "--python-model",
+        action="store_true",
+        help="also run the look-ahead with its Python rollouts (compiled=False) and report the compiled speed-up",
+    )
     args = parser.parse_args(argv)
     if args.part in ("decision", "all"):
         print("SJF-BSBF decision time, 64 GPUs (8 nodes x 8), about 100 pending jobs:")
@@ -219,7 +250,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.part in ("trace", "all"):
         names = args.policies.split(",") if args.policies else policy_names()
         print(f"Whole trace {args.trace}:")
-        whole_trace(names, args.trace, args.kind, args.validate, args.reference, args.capacity)
+        whole_trace(names, args.trace, args.kind, args.validate, args.reference, args.capacity, args.python_model)
 
 
 if __name__ == "__main__":

@@ -71,6 +71,7 @@ from itertools import compress
 from typing import Any
 
 from formulation.instance import Instance
+from heuristics import lookahead_kernel
 from heuristics.baselines import PendingQueue
 from heuristics.core import Action, ClusterView, Start
 from heuristics.placement import InstanceFacts
@@ -130,6 +131,7 @@ class _Static:
         # Per new job B: ((memory, iteration time, steps, t_B·i_B), ...) fastest mode first, and
         # 0.5·t_B,alone·i_B (the hot loop's constants of Theorem 1, same arithmetic as pair_verdict).
         self._verdict: dict[str, tuple[tuple[tuple[float, float, int, float], ...], float, float]] = {}
+        self.kernel_tables: lookahead_kernel.Tables | None = None  # the compiled model's (built on first use)
 
     def pair_row(self, job_id: str) -> dict[str, tuple[float, float] | None]:
         """Job ``job_id``'s cached ``(ξ_{A|B}, ξ_{B|A})`` per partner ``A`` (filled by :meth:`pair`)."""
@@ -928,6 +930,10 @@ class LookaheadPolicy:
         **Studies only** (not an online policy): the rollouts also see the jobs that have not arrived yet
         (the next ``horizon`` by arrival). Measures how much of the gap to the clairvoyant oracle is the
         price of not knowing the future.
+    compiled
+        Run the rollouts in the compiled model (:mod:`heuristics.lookahead_kernel`) where numba is
+        installed and compiled; the same scores bit for bit, so the same decisions. ``False``: always the
+        Python model.
     """
 
     preemptive = False
@@ -947,6 +953,7 @@ class LookaheadPolicy:
         bases: Sequence[str] = ("bsbf", "nosharing"),
         order: str = "sjf",
         foresight: bool = False,
+        compiled: bool = True,
     ) -> None:
         if min(head, horizon or 1, max_events, scan) < 1 or partners < 0 or (budget is not None and budget < 0):
             raise ValueError("head, horizon, max_events, scan must be >= 1 and partners, budget >= 0")
@@ -964,6 +971,7 @@ class LookaheadPolicy:
         self.tail = tail
         self.share_tries = share_tries
         self.foresight = foresight
+        self.compiled = compiled
         self.bases = tuple(bases)
         self.order = order
         self.name = "sjf-bsbf-lookahead"
@@ -976,6 +984,7 @@ class LookaheadPolicy:
         self.rollouts = 0  # over the run (for reports and tests)
         self.events = 0  # simulated completion events over the run
         self.deviations = 0  # decisions where the pilot chose other than the first base's action
+        self.compiled_steps = 0  # pilot steps scored by the compiled model
 
     # --- state ------------------------------------------------------------------------------------------
     def _bind(self, view: ClusterView) -> tuple[_Static, PendingQueue]:
@@ -1142,6 +1151,9 @@ class LookaheadPolicy:
         if self.foresight:
             sim.arrivals = self._future(view, st, horizon)
         spent_before = self.events
+        # The compiled rollouts where available (same scores bit for bit); the Python model otherwise.
+        use_fast = self.compiled and lookahead_kernel.ready()
+        fast: lookahead_kernel.Decision | None = None
         budget = self.budget if self.budget is not None else max(_MIN_BUDGET, _BUDGET_GPU_EVENTS // st.num_gpus)
         actions: list[Action] = []
         while sim.pending:
@@ -1165,7 +1177,17 @@ class LookaheadPolicy:
                 candidates = candidates[:room]
                 if can_stop:
                     candidates.append(_STOP)
-                scores = [self._score(sim, c, slot, tail) for c in candidates]
+                if use_fast:
+                    if fast is None:  # the decision's jobs and tables, once (its job set stays the same)
+                        fast = lookahead_kernel.Decision(st, sim, slot)
+                    scores, rollouts, events = fast.score(
+                        sim, candidates, self.bases, self.max_events, self.scan, tail, self.share_tries
+                    )
+                    self.rollouts += rollouts
+                    self.events += events
+                    self.compiled_steps += 1
+                else:
+                    scores = [self._score(sim, c, slot, tail) for c in candidates]
                 choice = candidates[_argmin(scores)]
                 if choice != base_action:
                     self.deviations += 1

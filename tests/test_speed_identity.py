@@ -21,6 +21,7 @@ from formulation.instance import Instance
 from formulation.interference import TableInterference
 from formulation.paths import shared_data_dir
 from formulation.schedule import JobPlan, Schedule, Segment
+from heuristics import lookahead_kernel
 from heuristics.placement import InstanceFacts
 from heuristics.simulator import SimulationResult, simulate
 from heuristics.tesserae import TesseraePolicy
@@ -56,7 +57,7 @@ def test_lookahead_identical_to_reference(
     n: int, nodes: int, gpn: int, seed: int, arrivals: str, slot: float | None, capacity: int | None
 ) -> None:
     instance = generate_instance(n, nodes, gpn, seed, arrivals=arrivals)  # type: ignore[arg-type]
-    new_policy = lookahead.LookaheadPolicy()
+    new_policy = lookahead.LookaheadPolicy(compiled=False)  # the compiled model: compared with this one below
     old_policy = lookahead_ref.LookaheadPolicy()
     new = simulate(instance, new_policy, slot=slot, capacity=capacity)
     old = simulate(instance, old_policy, slot=slot, capacity=capacity, validate=False)
@@ -80,7 +81,7 @@ def test_lookahead_identical_to_reference(
 )
 def test_lookahead_options_identical_to_reference(options: dict[str, Any]) -> None:
     instance = generate_instance(50, 2, 4, 7, arrivals="poisson")
-    new_policy = lookahead.LookaheadPolicy(**options)
+    new_policy = lookahead.LookaheadPolicy(compiled=False, **options)
     old_policy = lookahead_ref.LookaheadPolicy(**options)
     new = simulate(instance, new_policy, capacity=3)
     old = simulate(instance, old_policy, capacity=3, validate=False)
@@ -98,13 +99,79 @@ def test_lookahead_options_identical_to_reference(options: dict[str, Any]) -> No
 def test_lookahead_identical_on_muri_trace_prefix(slot: float | None) -> None:
     """Muri's trace2 (gangs of 1-32 GPUs on 64 GPUs): where the shortcuts for gangs are exercised."""
     instance = _muri_prefix(150)
-    new_policy = lookahead.LookaheadPolicy()
+    new_policy = lookahead.LookaheadPolicy(compiled=False)
     old_policy = lookahead_ref.LookaheadPolicy()
     new = simulate(instance, new_policy, slot=slot, validate=False)
     old = simulate(instance, old_policy, slot=slot, validate=False)
     assert _schedule(new) == _schedule(old)
     assert (new_policy.rollouts, new_policy.events) == (old_policy.rollouts, old_policy.events)
     assert new_policy.deviations > 0  # the look-ahead did decide something there
+
+
+# --- the compiled forward model (heuristics.lookahead_kernel) ----------------------------------------------
+
+
+def _compiled_equals_python(instance: Instance, options: dict[str, Any], **run: Any) -> None:
+    """Run the policy with the compiled rollouts and with the Python model: the same schedule, rollouts,
+    events and deviations (the compiled model's scores are the Python floats bit for bit)."""
+    if not lookahead_kernel.compile_now():
+        pytest.skip("numba not installed (pip install 'duetto[fast]')")
+    fast = lookahead.LookaheadPolicy(compiled=True, **options)
+    slow = lookahead.LookaheadPolicy(compiled=False, **options)
+    new = simulate(instance, fast, **run)
+    old = simulate(instance, slow, **{**run, "validate": False})
+    assert new.report is None or (new.report.ok and not new.mismatches)
+    assert _schedule(new) == _schedule(old)
+    assert (fast.rollouts, fast.events, fast.deviations) == (slow.rollouts, slow.events, slow.deviations)
+    assert fast.compiled_steps > 0 and slow.compiled_steps == 0  # each ran the model it was meant to
+    assert fast.rollouts > 0
+
+
+@pytest.mark.parametrize(
+    ("n", "nodes", "gpn", "seed", "arrivals", "slot", "capacity"),
+    [
+        (12, 1, 4, 0, "zero", 30.0, None),
+        (16, 2, 4, 1, "poisson", None, None),
+        (40, 2, 8, 2, "zero", 60.0, None),
+        (60, 2, 8, 3, "poisson", None, None),
+        (80, 4, 8, 4, "poisson", None, 3),
+        (30, 1, 8, 5, "zero", None, 1),
+    ],
+)
+def test_lookahead_compiled_identical(
+    n: int, nodes: int, gpn: int, seed: int, arrivals: str, slot: float | None, capacity: int | None
+) -> None:
+    instance = generate_instance(n, nodes, gpn, seed, arrivals=arrivals)  # type: ignore[arg-type]
+    _compiled_equals_python(instance, {}, slot=slot, capacity=capacity)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"foresight": True},
+        {"foresight": True, "order": "area"},
+        {"bases": ("bsbf", "nosharing", "share"), "tail": True},
+        {"bases": ("share", "bsbf"), "scan": 2, "share_tries": 1},
+        {"order": "area", "head": 4, "partners": 2, "horizon": 20, "max_events": 12},
+    ],
+)
+@pytest.mark.parametrize("slot", [None, 30.0])
+def test_lookahead_compiled_identical_options(options: dict[str, Any], slot: float | None) -> None:
+    instance = generate_instance(50, 2, 4, 7, arrivals="poisson")
+    _compiled_equals_python(instance, options, slot=slot, capacity=3)
+
+
+@pytest.mark.parametrize("slot", [None, 60.0])
+def test_lookahead_compiled_identical_on_muri_trace(slot: float | None) -> None:
+    """Gangs of 1-32 GPUs on 64 GPUs with C = 4 (Muri's trace2, 300 jobs from the middle of it)."""
+    from formulation.traces import load_trace
+
+    path = shared_data_dir() / "muri" / "trace2.csv"
+    if not path.exists():
+        pytest.skip(f"Muri trace not found at {path}")
+    instance = load_trace("muri", path)  # the loader's defaults (Muri's semantics): what a user runs
+    jobs = sorted(instance.jobs, key=lambda j: (j.arrival, j.id))[3000:3300]
+    _compiled_equals_python(instance.replace(jobs=jobs), {}, slot=slot, validate=False)
 
 
 # --- the validator ----------------------------------------------------------------------------------------
