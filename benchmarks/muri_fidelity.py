@@ -105,12 +105,34 @@ def read_muri_jobs(log_path: Path) -> SideResult:
     return SideResult(jct, last - first, 0.0)
 
 
+def _head(trace: Path, limit: int, folder: Path) -> Path:
+    """The ``limit`` earliest arrivals of ``trace`` (ties: file order; as ``load_trace(limit=)``) as a file."""
+    with trace.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        fields = list(reader.fieldnames or [])
+        rows = sorted(enumerate(reader), key=lambda item: (float(item[1]["submit_time"]), item[0]))[:limit]
+    head = folder / trace.name
+    with head.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(row for _, row in sorted(rows))
+    return head
+
+
 def run_muri(
-    simulator: Path, trace: Path, policy: str, python: str = sys.executable, flags: Sequence[str] = ()
+    simulator: Path,
+    trace: Path,
+    policy: str,
+    python: str = sys.executable,
+    flags: Sequence[str] = (),
+    limit: int | None = None,
 ) -> SideResult:
-    """Run Muri's simulator on ``trace`` under ``policy`` with the authors' flags (plus ``flags``)."""
+    """Run Muri's simulator on ``trace`` (its ``limit`` earliest jobs) under ``policy`` with the authors'
+    flags (plus ``flags``)."""
     cluster = trace.parent / "cluster_n8g8.csv"
     with tempfile.TemporaryDirectory(prefix="muri-sim-") as folder:
+        if limit is not None:
+            trace = _head(trace, limit, Path(folder))
         command = [python, "run_sim.py", f"--trace_file={trace.resolve()}", f"--schedule={MURI_SCHEDULES[policy]}"]
         command += ["--scheme=yarn", "--print", f"--log_path={folder}", "--multi_resource", "4"]
         command += [f"--cluster_spec={cluster.resolve()}"] if cluster.is_file() else []
@@ -126,9 +148,10 @@ def run_muri(
     return SideResult(result.jct, result.makespan, seconds)
 
 
-def run_duetto(trace: Path, policy: str) -> SideResult:
-    """duetto's replay of ``trace`` under ``policy`` with the authors' settings (validated)."""
-    instance = load_trace("muri", trace)
+def run_duetto(trace: Path, policy: str, limit: int | None = None) -> SideResult:
+    """duetto's replay of ``trace`` (its ``limit`` earliest jobs) under ``policy`` with the authors'
+    settings (validated)."""
+    instance = load_trace("muri", trace, limit=limit)
     start = time.perf_counter()
     result = simulate(instance, policy, policy_options=trace_policy_options(instance, policy), metrics=False)
     seconds = time.perf_counter() - start
@@ -145,6 +168,7 @@ def compare(
     simulator: Path | None,
     python: str = sys.executable,
     flags: Sequence[str] = (),
+    limit: int | None = None,
 ) -> list[dict[str, object]]:
     """One row per (trace, policy): both sides' averages and ratios (Muri's columns ``None`` without it)."""
     rows: list[dict[str, object]] = []
@@ -152,7 +176,7 @@ def compare(
         for policy in policies:
             if policy not in MURI_SCHEDULES:
                 raise DuettoInputError(f"unknown policy {policy!r}; shared: {', '.join(MURI_SCHEDULES)}")
-            ours = run_duetto(trace, policy)
+            ours = run_duetto(trace, policy, limit)
             row: dict[str, object] = {
                 "trace": trace.stem,
                 "policy": policy,
@@ -167,7 +191,7 @@ def compare(
                 "muri_s": None,
             }
             if simulator is not None:
-                theirs = run_muri(simulator, trace, policy, python, flags)
+                theirs = run_muri(simulator, trace, policy, python, flags, limit)
                 common = ours.jct.keys() & theirs.jct.keys()
                 row |= {
                     "muri_jct_h": theirs.avg_jct / HOUR,
@@ -211,6 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--muri-simulator", help="folder of Muri's run_sim.py (default: $MURI_SIMULATOR)")
     parser.add_argument("--muri-python", default=sys.executable, help="interpreter for Muri's simulator")
     parser.add_argument("--muri-flag", action="append", default=[], help="extra flag for run_sim.py (repeat)")
+    parser.add_argument("--limit", type=int, help="only the N earliest jobs of each trace (both sides)")
     parser.add_argument("--out", help="also write the rows as CSV here")
     args = parser.parse_args(argv)
     try:
@@ -221,7 +246,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not path.is_file():
                 raise DuettoInputError("no such trace", source=str(path))
             traces.append(path)
-        rows = compare(traces, args.policy or list(MURI_SCHEDULES), simulator, args.muri_python, args.muri_flag)
+        if args.limit is not None and args.limit < 1:
+            raise DuettoInputError("must be >= 1", field="--limit")
+        policies = args.policy or list(MURI_SCHEDULES)
+        rows = compare(traces, policies, simulator, args.muri_python, args.muri_flag, args.limit)
     except DuettoInputError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -384,7 +384,8 @@ def bucket_grouping(
     for _ in range(rounds):
         if gpu_budget is not None and required() <= gpu_budget:
             break
-        candidates: list[tuple[float, int, int, tuple[int, ...], tuple[int, ...]]] = []
+        # (sort key: waste, or (bucket rank, later position); GPUs; position; the two nodes)
+        candidates: list[tuple[Any, int, int, tuple[int, ...], tuple[int, ...]]] = []
         round_weight = 0
         for gpus, nodes in buckets.items():
             if len(nodes) < 2:
@@ -949,8 +950,10 @@ class MuriPolicy(RoundBasedPolicy):
         (:class:`AttainedOrdering`) instead of 2D-LAS queues, and, on an instance under Muri's progress rule,
         groups are scored by Muri's simulator's group period (``GroupingCache(period_model="muri")``; under
         SPEC's rule by Eq. 3, the period that rule charges). ``"auto"`` (default): ``"muri"`` on an
-        instance that uses Muri's progress rule (``Instance.progress``; a Muri trace loaded with
-        ``semantics="muri"``: group period stretch and start overheads at events), else ``"duetto"``.
+        instance that uses Muri's progress rule (``Instance.progress``; Muri's simulation traces by default, any Muri
+        trace loaded with ``semantics="muri"``: group period stretch and start overheads at events), else
+        ``"duetto"``. Under that rule ``"muri"`` also models the rest of Muri's simulator's round: its job
+        selection, merge order and rounds, MS-YARN placement, stretched edge weights and Muri-L's ties.
         ``docs/policies-muri-tesserae.md``.
     """
 
@@ -1090,7 +1093,8 @@ class MuriPolicy(RoundBasedPolicy):
         chosen = frozenset(selected)
         last = self._last_target
         if (
-            chosen == self._last_selected
+            not self.sim_side  # Muri's simulator's grouping depends on the order, not only the set
+            and chosen == self._last_selected
             and last is not None
             and len(view.running) == len(last)
             and all(
@@ -1126,9 +1130,9 @@ class MuriPolicy(RoundBasedPolicy):
             merge_order="position" if self.sim_side else "waste",
         )
         if self.sim_side:
-            target = self._sim_place(view, facts, selected, items, groups, steps)
-            self._record(selected, items, groups, target, chosen)
-            return target
+            placed_fresh = self._sim_place(view, facts, selected, items, groups, steps)
+            self._record(selected, items, groups, placed_fresh, chosen)
+            return placed_fresh
         # 3. Place: largest GPU count first, then by the best member's priority; keep current GPUs when
         #    the group already runs together there, or a member's GPUs when they are free.
         order = sorted(groups, key=lambda g: (-items[g[0]].num_gpus, g[0]))

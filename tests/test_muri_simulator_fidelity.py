@@ -226,3 +226,53 @@ def test_trace3_replays_within_ten_percent_of_muris_simulator(policy: str) -> No
     assert result.report.ok and not result.mismatches  # the independent validator agrees
     ratio = result.avg_jct / 3600 / MURI_SIMULATOR_TRACE3_HOURS[policy]
     assert 0.9 <= ratio <= 1.1, (policy, ratio)
+
+
+# --- the side-by-side benchmark ----------------------------------------------------------------------------
+
+
+def test_benchmark_reads_muris_job_log(tmp_path: Path) -> None:
+    from benchmarks.muri_fidelity import read_muri_jobs
+
+    (tmp_path / "job.csv").write_text(
+        "time,job_id,num_gpu,submit_time,start_time,end_time,JCT\n"
+        "50.0,0,1,0.0,0.0,50.0,50.0\n"
+        "130.0,1,2,10.0,20.0,130.0,120.0\n"
+    )
+    result = read_muri_jobs(tmp_path)
+    assert result.jct == {"0": 50.0, "1": 120.0} and result.avg_jct == 85.0 and result.makespan == 130.0
+    (tmp_path / "job.csv").write_text("job_id,JCT\n0,5\n")
+    with pytest.raises(DuettoInputError, match="end_time"):
+        read_muri_jobs(tmp_path)
+    with pytest.raises(DuettoInputError, match=r"no job\.csv"):
+        read_muri_jobs(tmp_path / "missing")
+
+
+def test_benchmark_without_muris_simulator_prints_duettos_side(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from benchmarks.muri_fidelity import main, muri_simulator_dir
+
+    _need(MURI / "trace3.csv")
+    monkeypatch.delenv("MURI_SIMULATOR", raising=False)
+    assert muri_simulator_dir() is None
+    with pytest.raises(DuettoInputError, match=r"run_sim\.py"):
+        muri_simulator_dir(tmp_path)  # a folder without Muri's simulator in it
+    out = tmp_path / "rows.csv"
+    assert main(["--limit", "40", "--policy", "srsf", "--policy", "muri-l", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "not available" in printed and "| trace3 | srsf |" in printed and "| trace3 | muri-l |" in printed
+    rows = out.read_text().splitlines()
+    assert len(rows) == 3 and rows[0].startswith("trace,policy,duetto_jct_h")
+    assert main(["--limit", "0"]) == 2
+
+
+@pytest.mark.skipif(not __import__("os").environ.get("MURI_SIMULATOR"), reason="MURI_SIMULATOR not set")
+def test_side_by_side_with_muris_simulator_when_available() -> None:
+    """Opt-in (MURI_SIMULATOR = a folder holding Muri's run_sim.py): both simulators on trace3's first 200
+    jobs agree within 10 % for every shared policy."""
+    from benchmarks.muri_fidelity import MURI_SCHEDULES, compare, muri_simulator_dir
+
+    rows = compare([_need(MURI / "trace3.csv")], list(MURI_SCHEDULES), muri_simulator_dir(), limit=200)
+    for row in rows:
+        assert 0.9 <= float(row["jct_ratio"]) <= 1.1, row  # type: ignore[arg-type]
