@@ -76,7 +76,7 @@ class Instance:
     Immutable. Construction checks every job against its profile and the cluster, so that an
     instance that exists can be scheduled. ``progress`` is the progress rule every schedule of the
     instance is simulated and validated under (:mod:`formulation.progress`: SPEC.md's by default, Muri's
-    simulator's for the Muri traces).
+    simulator's for Muri's simulation traces).
     """
 
     cluster: Cluster

@@ -6,7 +6,7 @@ Two rules, both documented in docs/model.md ("Progress rules"):
     SPEC.md's rule: rate ``1 / (t_iter · ξ_eff)``, ``ξ_eff`` the largest pairwise interference ratio over
     the jobs sharing any of the job's GPUs, continuous, changing whenever a partner starts or finishes.
 
-:class:`MuriProgress` (``kind = "muri"``, a Muri trace loaded with ``semantics="muri"``)
+:class:`MuriProgress` (``kind = "muri"``, Muri's simulation traces by default, any Muri trace with ``semantics="muri"``)
     What Muri's own simulator (Rivendile/Muri, ``simulator/``) computes, so that a replay of its traces
     means what its published numbers mean:
 

@@ -6,9 +6,9 @@ with their settings (issue 16), so those are the defaults of :func:`formulation.
 (``--settings duetto``) gives duetto's generic defaults instead (C = 2 on every kind, a Muri job's
 runtime from the ``duration`` column, duetto's own Muri semantics), which were the defaults before.
 
-The settings that change numbers *and* differ between the two are listed, plus one that is the same
-under both but was chosen between two authors' sources (the Muri traces' progress rule: the testbed's
-real cluster or Muri's simulator); everything else (clusters, interference models, throughput files) is
+The settings that change numbers *and* differ between the two are listed (the Muri traces' progress
+rule under the authors' settings depends on the experiment a trace belongs to: ``None`` there means the
+loader's per-experiment default); everything else (clusters, interference models, throughput files) is
 the same under both and documented per kind in ``docs/formats.md``. Sources name the authors' file and
 line (repository @ commit, as read).
 
@@ -83,18 +83,21 @@ KIND_SETTINGS: dict[str, tuple[TraceSetting, ...]] = {
             "cluster_exp/run.py `shortest_first_sim_jobs` runs `remaining_time = iteration_time × "
             "remaining_iterations` (simulator/run_sim.py the same)",
         ),
-        # The progress rule: the testbed's (cluster_exp, real GPUs, whose released results are the
-        # reference) rather than Muri's simulator's (simulator/jobs.py, --semantics muri). Measured on
-        # testbed_400_jobs with the other authors' settings, duetto / authors' average JCT: SPEC.md's rule
-        # Muri-S 1.07, Muri-L 1.06, SRSF 0.94, Tiresias 1.02 (in the authors' order); Muri's simulator's
-        # rule 1.18, 1.25, 0.98, 1.04 (Muri-S/L outside 15 %). docs/formats.md, Muri section.
+        # The progress rule, per experiment (authors: None = the rule of the trace's experiment,
+        # formulation.traces.muri.muri_default_semantics). Measured with the other authors' settings,
+        # duetto / the authors' average JCT (docs/results.md, docs/formats.md): the simulation traces under
+        # Muri's simulator's rule against Muri's simulator run here (trace3: SRSF 1.00, Tiresias 1.08,
+        # Muri-S 1.01, Muri-L 1.00); the testbed under SPEC.md's rule against the released real-cluster
+        # averages (Muri-S 1.07, Muri-L 1.06, SRSF 0.94, Tiresias 1.02; under Muri's rule 1.18 / 1.25 /
+        # 0.98 / 1.04, outside 15 %).
         TraceSetting(
             "semantics",
+            None,
             "duetto",
-            "duetto",
-            f"{_MURI}: cluster_exp/results/<scheme>/result.out, the released testbed averages (a real "
-            "64-GPU cluster), are matched under SPEC.md's rule; simulator/jobs.py and matching.py "
-            "(Muri's simulator's rule, `semantics='muri'`) are not what those results ran",
+            f"{_MURI}: simulator/jobs.py (`itertime_overhead_list`), matching.py (`calc_iteration_time`) and "
+            "run_sim.py (`overhead_dict`, completions) for the simulation traces (simulator/trace-data: "
+            "semantics 'muri'); cluster_exp/results/<scheme>/result.out, the released testbed averages "
+            "(a real 64-GPU cluster), are matched under SPEC.md's rule (testbed: semantics 'duetto')",
         ),
         TraceSetting(
             "muri-s.semantics",

@@ -191,11 +191,20 @@ class GroupingCache:
       successive rounds of a policy often group the same multiset of job classes again.
     """
 
-    def __init__(self, max_matchings: int = 200_000, period_model: Literal["eq3", "muri"] = "eq3") -> None:
+    def __init__(
+        self,
+        max_matchings: int = 200_000,
+        period_model: Literal["eq3", "muri"] = "eq3",
+        stretch: Sequence[float] | None = None,
+    ) -> None:
         if period_model not in ("eq3", "muri"):
             raise DuettoInputError(f"must be 'eq3' or 'muri', got {period_model!r}", field="period_model")
         #: whose group period ``γ`` uses: Muri Eq. 3 (default) or Muri's simulator's (:func:`muri_sim_efficiency`)
         self.period_model = period_model
+        #: with ``period_model="muri"``: the group-size stretch ``(f_1, ..., f_k)`` of the progress rule
+        #: (:class:`formulation.progress.MuriProgress`); a group of ``n`` is scored at the period it is
+        #: charged, ``T_M · f_n / f_1``, as Muri's simulator's edge weights are (``calc_used_ratio``)
+        self.stretch: tuple[float, ...] | None = tuple(float(f) for f in stretch) if stretch else None
         self.class_ids: dict[tuple[Any, ...], int] = {}
         self.profiles: list[StageTimes] = []
         self.memory: list[float] = []
@@ -235,6 +244,9 @@ class GroupingCache:
         value = self._gamma.get(key)
         if value is None:
             value = muri_sim_efficiency(key) if self.period_model == "muri" else group_efficiency(key)
+            if self.period_model == "muri" and self.stretch is not None and len(key) >= 2:
+                # the period the group is charged is stretched by f_n / f_1: its efficiency shrinks by that
+                value *= self.stretch[0] / self.stretch[min(len(key), len(self.stretch)) - 1]
             self._gamma[key] = value
         return value
 
@@ -309,6 +321,8 @@ def bucket_grouping(
     resolution: float = DEFAULT_RESOLUTION,
     cache: GroupingCache | None = None,
     stats: list[GroupingStats] | None = None,
+    rounds: int | None = None,
+    merge_order: Literal["waste", "position"] = "waste",
 ) -> list[tuple[int, ...]]:
     """Muri's grouping (Algorithm 1 per GPU-count bucket).
 
@@ -332,6 +346,15 @@ def bucket_grouping(
         Shared :class:`GroupingCache` (reuse it across calls).
     stats
         If given, a :class:`GroupingStats` is appended.
+    rounds
+        Matching rounds at most (default ``⌈log2 k⌉``, Algorithm 1; Muri's simulator runs up to ``k``
+        rounds, stopping as soon as the budget is met).
+    merge_order
+        With a ``gpu_budget``, which matched pairs merge first. ``"waste"``: least ``(1 - γ)·#GPUs``
+        first (the key Muri's simulator sorts by but then discards). ``"position"``: what Muri's simulator
+        actually does (``matching.py`` ``blossom_one_round``): buckets in order of their first item, inside
+        a bucket pairs by the later position of their two nodes; a matched pair (merged or not) then sits
+        at that later position in the next round's node list.
 
     Returns
     -------
@@ -351,14 +374,18 @@ def bucket_grouping(
     def required() -> int:
         return sum(gpus * len(nodes) for gpus, nodes in buckets.items())
 
-    rounds = grouping_rounds(max_group_size)
+    if merge_order not in ("waste", "position"):
+        raise DuettoInputError(f"must be 'waste' or 'position', got {merge_order!r}", field="merge_order")
+    rounds = grouping_rounds(max_group_size) if rounds is None else rounds
+    bucket_rank = {gpus: rank for rank, gpus in enumerate(buckets)}
     weights_per_round: list[int] = []
     methods: list[str] = []
     matchings = 0
     for _ in range(rounds):
         if gpu_budget is not None and required() <= gpu_budget:
             break
-        candidates: list[tuple[float, int, int, tuple[int, ...], tuple[int, ...]]] = []
+        # (sort key: waste, or (bucket rank, later position); GPUs; position; the two nodes)
+        candidates: list[tuple[Any, int, int, tuple[int, ...], tuple[int, ...]]] = []
         round_weight = 0
         for gpus, nodes in buckets.items():
             if len(nodes) < 2:
@@ -395,8 +422,12 @@ def bucket_grouping(
             round_weight += solution.weight
             for u, v in expand_class_matching(labels, solution):
                 gamma = float(weights[labels[u], labels[v]])
-                # Muri's simulator order: least wasted GPU-time first; ties by bucket and position.
-                candidates.append(((1.0 - gamma) * gpus, gpus, u, nodes[u], nodes[v]))
+                if merge_order == "position":
+                    low, high = min(u, v), max(u, v)
+                    candidates.append(((bucket_rank[gpus], high), gpus, low, nodes[low], nodes[high]))
+                else:
+                    # least wasted GPU-time first; ties by bucket and position.
+                    candidates.append(((1.0 - gamma) * gpus, gpus, u, nodes[u], nodes[v]))
         weights_per_round.append(round_weight)
         if not candidates:
             break
@@ -404,17 +435,28 @@ def bucket_grouping(
         need = None if gpu_budget is None else required() - gpu_budget
         merged: dict[int, set[tuple[int, ...]]] = {}
         replacement: dict[tuple[int, ...], tuple[int, ...]] = {}
+        at_high: dict[int, dict[tuple[int, ...], tuple[tuple[int, ...], ...]]] = {}
         for _, gpus, _, first, second in candidates:
-            if need is not None and need <= 0:
+            merge = need is None or need > 0
+            if merge_order == "position":
+                # the pair takes its later node's place, merged or (budget met) as two nodes
+                low_high = (first, second)
+                at_high.setdefault(gpus, {})[second] = (tuple(sorted(first + second)),) if merge else low_high
+                merged.setdefault(gpus, set()).add(first)
+            elif merge:
+                replacement[first] = tuple(sorted(first + second))
+                merged.setdefault(gpus, set()).add(second)
+            elif need is not None:
                 break
-            group = tuple(sorted(first + second))
-            replacement[first] = group
-            merged.setdefault(gpus, set()).add(second)
-            if need is not None:
+            if merge and need is not None:
                 need -= gpus
         for gpus, nodes in buckets.items():
             dropped = merged.get(gpus, set())
-            buckets[gpus] = [replacement.get(node, node) for node in nodes if node not in dropped]
+            if merge_order == "position":
+                moved = at_high.get(gpus, {})
+                buckets[gpus] = [part for node in nodes if node not in dropped for part in moved.get(node, (node,))]
+            else:
+                buckets[gpus] = [replacement.get(node, node) for node in nodes if node not in dropped]
     if stats is not None:
         stats.append(GroupingStats(rounds, matchings, tuple(weights_per_round), tuple(methods)))
     groups = [node for nodes in buckets.values() for node in nodes]
@@ -611,9 +653,30 @@ class AttainedOrdering(_PriorityOrdering):
     every plan.
     """
 
+    def __init__(self, larger_first: bool = False) -> None:
+        super().__init__()
+        #: break ties in attained service by GPU count, larger first (Muri's simulator: its job list is
+        #: re-sorted by GPU count, largest first, at every event, and the next event's sort by attained
+        #: GPU time is stable, so jobs with equal attained service keep that order)
+        self.larger_first = larger_first
+
     @staticmethod
     def _priority(facts: InstanceFacts, view: ClusterView, job_id: str) -> float:
         return view.attained_service.get(job_id, 0.0)
+
+    def _tie(self, facts: InstanceFacts, job_id: str) -> int:
+        return -facts.job(job_id).num_gpus if self.larger_first else 0
+
+    def _key(self, facts: InstanceFacts, view: ClusterView, job_id: str) -> Key:  # type: ignore[override]
+        return (self._priority(facts, view, job_id), self._tie(facts, job_id), 1, facts.job(job_id).arrival)
+
+    def running_keys(self, view: ClusterView) -> list[tuple[Key, int, str]]:
+        facts = self.facts
+        assert facts is not None
+        return [
+            ((self._priority(facts, view, job_id), self._tie(facts, job_id), 0, facts.job(job_id).arrival), 0, job_id)
+            for job_id in view.running
+        ]
 
 
 PRIORITIES: tuple[str, ...] = ("srsf", "las", "attained")
@@ -822,6 +885,36 @@ def _empty_scratch(view: ClusterView, facts: InstanceFacts) -> Scratch:
     return scratch
 
 
+def first_fit(free_by_node: list[list[int]], count: int, gpus_per_node: int) -> list[int] | None:
+    """Muri's simulator's placement (``switch.py``, MS-YARN): the lowest-numbered node with ``count`` idle
+    GPUs; a gang larger than a node takes ``count // gpus_per_node`` wholly idle nodes plus the first other
+    node with the remainder. Takes the GPUs out of ``free_by_node`` (lowest ids first); ``None`` (and
+    nothing taken) if they do not fit."""
+    if count <= gpus_per_node:
+        for free in free_by_node:
+            if len(free) >= count:
+                taken = free[:count]
+                del free[:count]
+                return taken
+        return None
+    full = [node for node, free in enumerate(free_by_node) if len(free) == gpus_per_node][: count // gpus_per_node]
+    if len(full) < count // gpus_per_node:
+        return None
+    rest = count % gpus_per_node
+    last = None
+    if rest:
+        last = next((n for n, free in enumerate(free_by_node) if n not in full and len(free) >= rest), None)
+        if last is None:
+            return None
+    taken = [gpu for node in full for gpu in free_by_node[node]]
+    for node in full:
+        free_by_node[node].clear()
+    if last is not None:
+        taken += free_by_node[last][:rest]
+        del free_by_node[last][:rest]
+    return taken
+
+
 # --- Muri-S / Muri-L --------------------------------------------------------------------------------------
 
 
@@ -857,8 +950,10 @@ class MuriPolicy(RoundBasedPolicy):
         (:class:`AttainedOrdering`) instead of 2D-LAS queues, and, on an instance under Muri's progress rule,
         groups are scored by Muri's simulator's group period (``GroupingCache(period_model="muri")``; under
         SPEC's rule by Eq. 3, the period that rule charges). ``"auto"`` (default): ``"muri"`` on an
-        instance that uses Muri's progress rule (``Instance.progress``; a Muri trace loaded with
-        ``semantics="muri"``: group period stretch and start overheads at events), else ``"duetto"``.
+        instance that uses Muri's progress rule (``Instance.progress``; Muri's simulation traces by default, any Muri
+        trace loaded with ``semantics="muri"``: group period stretch and start overheads at events), else
+        ``"duetto"``. Under that rule ``"muri"`` also models the rest of Muri's simulator's round: its job
+        selection, merge order and rounds, MS-YARN placement, stretched edge weights and Muri-L's ties.
         ``docs/policies-muri-tesserae.md``.
     """
 
@@ -911,6 +1006,7 @@ class MuriPolicy(RoundBasedPolicy):
         self.model_gap_sum = 0.0
         self.model_gap_count = 0
         self._stages: dict[str, StageTimes] = {}
+        self.sim_side = False  # Muri's simulator's selection, merging and placement (set in _bind)
         self._last_selected: frozenset[str] = frozenset()
         self._last_target: dict[str, tuple[tuple[int, ...], int]] | None = None
         self.reused_plans = 0
@@ -930,9 +1026,21 @@ class MuriPolicy(RoundBasedPolicy):
             # Groups are scored by the period the instance's progress rule charges them: T_M under Muri's
             # rule, Eq. 3 under SPEC's (also with semantics="muri", the authors' policy side on a SPEC instance).
             period_model: Literal["eq3", "muri"] = "muri" if muri_rule and self.effective_semantics == "muri" else "eq3"
-            if period_model != self.cache.period_model:
-                self.cache = GroupingCache(period_model=period_model)
+            # Under Muri's rule with its policy side, the rest of Muri's simulator's round too: its job selection,
+            # merge order and rounds, placement, stretched edge weights and Muri-L's tie order
+            # (docs/policies-muri-tesserae.md, rows 5-9).
+            sim_side = period_model == "muri"
+            progress = view.instance.progress
+            stretch = progress.stretch if isinstance(progress, MuriProgress) and sim_side else None
+            if period_model != self.cache.period_model or stretch != self.cache.stretch:
+                self.cache = GroupingCache(period_model=period_model, stretch=stretch)
                 self.facts = None
+            if isinstance(self.ordering, AttainedOrdering) and self.ordering.larger_first != sim_side:
+                self.ordering = AttainedOrdering(larger_first=sim_side)
+                self.facts = None
+            facts = super()._bind(view)  # (resets the per-run state when it binds afresh)
+            self.sim_side = sim_side
+            return facts
         return super()._bind(view)
 
     def check_instance(self, instance: Instance) -> None:
@@ -967,22 +1075,26 @@ class MuriPolicy(RoundBasedPolicy):
         cap = max(1, min(cluster.capacity, self.max_group_size))
         num_gpus = cluster.num_gpus
         # 1. Dequeue in priority order until the jobs fill cap × #GPUs GPU slots (skip what does not fit).
-        budget = cap * num_gpus
-        selected: list[str] = []
-        for job_id, _ in merged_order(queue, self.ordering.running_keys(view)):
-            demand = facts.job(job_id).num_gpus
-            if demand <= budget:
-                selected.append(job_id)
-                budget -= demand
-                if budget == 0:
-                    break
+        if self.sim_side:
+            selected = self._sim_select(view, facts, cap)
+        else:
+            budget = cap * num_gpus
+            selected = []
+            for job_id, _ in merged_order(queue, self.ordering.running_keys(view)):
+                demand = facts.job(job_id).num_gpus
+                if demand <= budget:
+                    selected.append(job_id)
+                    budget -= demand
+                    if budget == 0:
+                        break
         if not selected:
             return {}
         # Same jobs selected and still running where they were put: the plan would not change.
         chosen = frozenset(selected)
         last = self._last_target
         if (
-            chosen == self._last_selected
+            not self.sim_side  # Muri's simulator's grouping depends on the order, not only the set
+            and chosen == self._last_selected
             and last is not None
             and len(view.running) == len(last)
             and all(
@@ -1014,7 +1126,13 @@ class MuriPolicy(RoundBasedPolicy):
             method=self.matching,
             resolution=self.resolution,
             cache=self.cache,
+            rounds=cap if self.sim_side else None,
+            merge_order="position" if self.sim_side else "waste",
         )
+        if self.sim_side:
+            placed_fresh = self._sim_place(view, facts, selected, items, groups, steps)
+            self._record(selected, items, groups, placed_fresh, chosen)
+            return placed_fresh
         # 3. Place: largest GPU count first, then by the best member's priority; keep current GPUs when
         #    the group already runs together there, or a member's GPUs when they are free.
         order = sorted(groups, key=lambda g: (-items[g[0]].num_gpus, g[0]))
@@ -1048,6 +1166,17 @@ class MuriPolicy(RoundBasedPolicy):
                     continue  # does not fit this round (fragmentation): its jobs wait
                 gpus_choice = tuple(sorted(picked))
             self._place_group(scratch, target, members, gpus_choice, steps)
+        self._record(selected, items, groups, target, chosen)
+        return target
+
+    def _record(
+        self,
+        selected: list[str],
+        items: list[GroupingItem],
+        groups: list[tuple[int, ...]],
+        target: dict[str, tuple[tuple[int, ...], int]],
+        chosen: frozenset[str],
+    ) -> None:
         self._last_selected = chosen
         self._last_target = dict(target)
         for group in groups:
@@ -1059,6 +1188,61 @@ class MuriPolicy(RoundBasedPolicy):
                     self.model_gap_max = max(self.model_gap_max, gap)
                     self.model_gap_sum += gap
                     self.model_gap_count += 1
+
+    def _sim_select(self, view: ClusterView, facts: InstanceFacts, cap: int) -> list[str]:
+        """Muri's simulator's job selection (``run_sim.py``, ``multi_resource_blossom_same_sim_jobs``).
+
+        In priority order, a job not yet taken reserves one copy of its GPU count on an otherwise empty
+        cluster (:func:`first_fit`); if that fits, the next ``cap`` jobs of its GPU-count bucket (in
+        priority order, itself first) are taken. Returns the taken jobs in priority order.
+        """
+        queue = self.ordering.queue
+        assert queue is not None
+        order = [job_id for job_id, _ in merged_order(queue, self.ordering.running_keys(view))]
+        cluster = view.instance.cluster
+        gpn = cluster.gpus_per_node
+        free = [list(range(node * gpn, (node + 1) * gpn)) for node in range(cluster.nodes)]
+        buckets: dict[int, list[str]] = {}
+        for job_id in order:
+            buckets.setdefault(facts.job(job_id).num_gpus, []).append(job_id)
+        taken_upto = dict.fromkeys(buckets, 0)
+        taken: set[str] = set()
+        for job_id in order:
+            if job_id in taken:
+                continue
+            demand = facts.job(job_id).num_gpus
+            if first_fit(free, demand, gpn) is None:
+                continue
+            start = taken_upto[demand]
+            taken.update(buckets[demand][start : start + cap])
+            taken_upto[demand] = start + cap
+        return [job_id for job_id in order if job_id in taken]
+
+    def _sim_place(
+        self,
+        view: ClusterView,
+        facts: InstanceFacts,
+        selected: list[str],
+        items: list[GroupingItem],
+        groups: list[tuple[int, ...]],
+        steps: Mapping[str, int],
+    ) -> dict[str, tuple[tuple[int, ...], int]]:
+        """Muri's simulator's placement: every group afresh on an empty cluster, largest GPU count first,
+        then by its best member's priority, by :func:`first_fit`; a group that does not fit waits."""
+        scratch = _empty_scratch(view, facts)
+        gpn = view.instance.cluster.gpus_per_node
+        target: dict[str, tuple[tuple[int, ...], int]] = {}
+        for group in sorted(groups, key=lambda g: (-items[g[0]].num_gpus, g[0])):
+            picked = first_fit(scratch.free_by_node, items[group[0]].num_gpus, gpn)
+            if picked is None:
+                continue
+            # first_fit took them out of the free lists; place() expects them there
+            for gpu in picked:
+                scratch.free_by_node[gpu // gpn].append(gpu)
+            for node_free in scratch.free_by_node:
+                node_free.sort()
+            gpus = tuple(sorted(picked))
+            self._place_group(scratch, target, [selected[i] for i in group], gpus, steps)
         return target
 
     @staticmethod
@@ -1109,6 +1293,7 @@ __all__ = [
     "RoundBasedPolicy",
     "SRSFOrdering",
     "bucket_grouping",
+    "first_fit",
     "group_efficiency",
     "group_model_gap",
     "group_offsets",

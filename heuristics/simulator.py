@@ -10,8 +10,8 @@ Continuous mode: events at their exact times. Slotted mode (``slot=Δ``): every 
 next multiple of Δ (an arrival at 5 s is seen at Δ = 10 s), so decisions happen on slot boundaries
 only; a job completes at the end of the first slot in which its progress reaches ``I_j`` and holds its
 GPUs until then; restart overheads cost whole slots. Both match :func:`formulation.validator.validate`.
-An instance may carry Muri's simulator's progress rule instead of SPEC.md's (``Instance.progress``; a
-Muri trace loaded with ``semantics="muri"``): the loop applies it
+An instance may carry Muri's simulator's progress rule instead of SPEC.md's (``Instance.progress``; Muri's
+simulation traces by default): the loop applies it
 (:meth:`heuristics.loop.ClusterState.event`), continuous only.
 """
 

@@ -15,6 +15,7 @@ from duetto.cli_support import console, fail, print_json, user_errors
 from duetto.commands.trace_options import (
     ClusterSpecOption,
     DurationFromOption,
+    ExperimentOption,
     MemoryOption,
     MissingThroughputOption,
     ProfilesOption,
@@ -203,6 +204,7 @@ def register(app: typer.Typer) -> None:
         cluster_spec: ClusterSpecOption = None,
         memory: MemoryOption = None,
         semantics: SemanticsOption = None,
+        experiment: ExperimentOption = None,
         allow_implausible: Annotated[
             bool, typer.Option("--allow-implausible", help="keep jobs longer than a year alone (else refused)")
         ] = False,
@@ -231,6 +233,7 @@ def register(app: typer.Typer) -> None:
                 cluster_spec=cluster_spec,
                 memory=memory,
                 semantics=semantics,
+                experiment=experiment,
                 settings=settings,
             ),
         }

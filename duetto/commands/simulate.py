@@ -14,6 +14,7 @@ from duetto.commands.instances import INTERFERENCE_HELP, with_interference
 from duetto.commands.trace_options import (
     ClusterSpecOption,
     DurationFromOption,
+    ExperimentOption,
     MemoryOption,
     MissingThroughputOption,
     ProfilesOption,
@@ -113,6 +114,7 @@ def register(app: typer.Typer) -> None:
         cluster_spec: ClusterSpecOption = None,
         memory: MemoryOption = None,
         semantics: SemanticsOption = None,
+        experiment: ExperimentOption = None,
     ) -> None:
         """Simulate a policy on an instance; print the metrics (from the validated schedule).
 
@@ -141,6 +143,7 @@ def register(app: typer.Typer) -> None:
             "cluster_spec": cluster_spec,
             "memory": memory,
             "semantics": semantics,
+            "experiment": experiment,
             "settings": settings,
         }
         if trace is None:

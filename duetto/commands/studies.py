@@ -25,6 +25,7 @@ from duetto.cli_support import EXIT_INTERRUPTED, console, fail, print_json, user
 from duetto.commands.trace_options import (
     ClusterSpecOption,
     DurationFromOption,
+    ExperimentOption,
     MemoryOption,
     MissingThroughputOption,
     ProfilesOption,
@@ -428,6 +429,7 @@ def register(app: typer.Typer) -> None:
         cluster_spec: ClusterSpecOption = None,
         memory: MemoryOption = None,
         semantics: SemanticsOption = None,
+        experiment: ExperimentOption = None,
         slot: Annotated[float | None, typer.Option(help="slotted semantics with this Δ (default: continuous)")] = None,
         restart_cost: Annotated[float, typer.Option(help="seconds lost per preemption")] = 0.0,
         large_threshold: Annotated[int, typer.Option(help="jobs with more GPUs than this are large")] = 4,
@@ -457,12 +459,35 @@ def register(app: typer.Typer) -> None:
             fail("--limit must be >= 1")
         if bound and not bound_time_limit > 0:
             fail("--bound-time-limit must be > 0")
-        if kind == "muri" and semantics == "muri" and (slot is not None or restart_cost > 0):
-            # refused up front rather than by every task (docs/model.md, "Progress rules")
-            fail(
-                "--slot and --restart-cost need --semantics duetto (the default) on a Muri trace: Muri's "
-                "progress rule is continuous and charges its own start overheads"
-            )
+        loader_options = trace_loader_options(
+            kind,
+            profiles=profiles,
+            duration_from=duration_from,
+            worker_type=worker_type,
+            throughputs=throughputs,
+            missing_throughput=missing_throughput,
+            cluster_spec=cluster_spec,
+            memory=memory,
+            semantics=semantics,
+            experiment=experiment,
+            settings=settings,
+        )
+        if kind == "muri" and (slot is not None or restart_cost > 0):
+            from formulation.traces.muri import muri_default_semantics
+
+            def rule(path: Path) -> str:
+                if semantics is not None:
+                    return semantics
+                return "duetto" if settings == "duetto" else muri_default_semantics(path, experiment or "auto")
+
+            muri_rule = [str(path) for path in paths if rule(path) == "muri"]
+            if muri_rule:
+                # refused up front rather than by every task (docs/model.md, "Progress rules")
+                fail(
+                    f"--slot and --restart-cost need --semantics duetto on a Muri trace ({muri_rule[0]} runs "
+                    "under Muri's simulator's progress rule, the default for its simulation traces): that "
+                    "rule is continuous and charges its own start overheads"
+                )
         study = ReplayStudy(
             trace=kind,
             paths=tuple(str(p) for p in paths),
@@ -475,18 +500,7 @@ def register(app: typer.Typer) -> None:
             slot=slot,
             restart_cost=restart_cost,
             large_threshold=large_threshold,
-            loader_options=trace_loader_options(
-                kind,
-                profiles=profiles,
-                duration_from=duration_from,
-                worker_type=worker_type,
-                throughputs=throughputs,
-                missing_throughput=missing_throughput,
-                cluster_spec=cluster_spec,
-                memory=memory,
-                semantics=semantics,
-                settings=settings,
-            ),
+            loader_options=loader_options,
             bound_time_limit=bound_time_limit if bound else None,
         )
         with _interrupt_keeps_finished_tasks(out):

@@ -35,13 +35,14 @@ KIND_OPTIONS: dict[str, tuple[str, tuple[str, ...], dict[str, tuple[str, ...]] |
     "--cluster-spec": ("cluster_spec", ("muri", "tiresias"), None),
     "--memory": ("memory", ("pollux",), {"pollux": ("max_local_bsz", "none")}),
     "--semantics": ("semantics", ("muri",), {"muri": ("duetto", "muri")}),
+    "--experiment": ("experiment", ("muri",), {"muri": ("auto", "simulation", "testbed")}),
 }
 
 SETTINGS_HELP = (
     "authors (default): the trace's authors' settings (muri: C=4, runtime = iterations × iteration_time, "
-    "Muri's own policy side for muri-s/l, SPEC.md's progress rule; tiresias: C=1); duetto: duetto's generic "
-    "defaults (C=2, muri: the 'duration' column, duetto's Muri policy side). docs/formats.md lists each with "
-    "its source"
+    "Muri's own policy side for muri-s/l, the progress rule of the trace's experiment (--experiment); "
+    "tiresias: C=1); duetto: duetto's generic defaults (C=2, muri: the 'duration' column, duetto's Muri "
+    "policy side, SPEC.md's progress rule). docs/formats.md lists each with its source"
 )
 DURATION_FROM_HELP = (
     "muri: runtime from 'iterations' × iteration_time (default, the authors' scripts) or the 'duration' column; "
@@ -79,10 +80,17 @@ ClusterSpecOption = Annotated[
     Path | None, typer.Option("--cluster-spec", help="muri, tiresias: the cluster spec CSV (num_switch,...)")
 ]
 SEMANTICS_HELP = (
-    "muri: the instance's progress rule, 'duetto' (default under both --settings: SPEC.md's) or 'muri' "
-    "(Muri's simulator's: stretched group periods and start overheads at events); docs/model.md, 'Progress rules'"
+    "muri: the instance's progress rule, 'muri' (Muri's simulator's: stretched group periods and start "
+    "overheads at events; default for the simulation traces) or 'duetto' (SPEC.md's; default for the testbed "
+    "and under --settings duetto); wins over --experiment. docs/model.md, 'Progress rules'"
 )
 SemanticsOption = Annotated[str | None, typer.Option("--semantics", help=SEMANTICS_HELP)]
+EXPERIMENT_HELP = (
+    "muri: which of the authors' experiments the trace is, 'simulation' (Muri's simulator: Muri's progress "
+    "rule) or 'testbed' (their real cluster: SPEC.md's rule); default 'auto': testbed if the file name "
+    "contains 'testbed' or 'cluster_trace' or it lies in a cluster_exp folder, else simulation"
+)
+ExperimentOption = Annotated[str | None, typer.Option("--experiment", help=EXPERIMENT_HELP)]
 MemoryOption = Annotated[
     str | None,
     typer.Option("--memory", help="pollux: per-GPU memory model 'max_local_bsz' (default) or 'none' (0 GiB)"),
@@ -100,6 +108,7 @@ def trace_loader_options(
     cluster_spec: Path | None = None,
     memory: str | None = None,
     semantics: str | None = None,
+    experiment: str | None = None,
     settings: str | None = None,
 ) -> dict[str, Any]:
     """The loader keywords for trace ``kind`` from the kind-specific command-line options.
@@ -108,7 +117,7 @@ def trace_loader_options(
     ----------
     kind
         Trace format (``pollux``, ``muri``, ...).
-    profiles, duration_from, worker_type, throughputs, missing_throughput, cluster_spec, memory, semantics
+    profiles, duration_from, worker_type, throughputs, missing_throughput, cluster_spec, memory, semantics, experiment
         The options of :data:`KIND_OPTIONS` (``None``: not given, the loader's default).
     settings
         ``--settings``: ``authors`` or ``duetto`` (any kind; passed as ``settings`` to
@@ -134,6 +143,7 @@ def trace_loader_options(
         "--cluster-spec": cluster_spec,
         "--memory": memory,
         "--semantics": semantics,
+        "--experiment": experiment,
     }
     options: dict[str, Any] = {}
     if settings is not None:

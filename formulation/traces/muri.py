@@ -9,11 +9,18 @@ One profile per distinct (model, batch size, GPUs, iteration time, stage times):
 iteration time at the job's batch size, memory unknown (0 GiB), and the per-stage times as
 ``Profile.stage_times``, so the default interference is :class:`StageInterference` (Muri Eq. 3).
 
-Progress rule: by default (``semantics="duetto"``) the instance keeps SPEC.md's rule, under which the
-authors' settings reproduce their real-cluster testbed results (docs/formats.md);
-``semantics="muri"`` gives it Muri's simulator's rule (:class:`~formulation.progress.MuriProgress`:
-stretched group periods, per-model start overheads at events, :data:`MURI_START_OVERHEADS`), to compare
-with Muri's simulator (docs/model.md, "Progress rules").
+Progress rule: the authors ran these traces in two experiments, and each gets the rule its published
+numbers were produced under (:func:`muri_experiment`, :func:`muri_default_semantics`):
+
+* the **simulation** traces (``simulator/trace-data``: ``trace1-4``, ``*_pr``, ``job_type_*``, and any
+  other file) get Muri's simulator's rule (``semantics="muri"``,
+  :class:`~formulation.progress.MuriProgress`: stretched group periods, per-model start overheads at
+  events, :data:`MURI_START_OVERHEADS`), under which a replay lands within 10 % of Muri's simulator;
+* the **testbed** experiment (``cluster_exp``, a real 64-GPU cluster; ``testbed_400_jobs.csv``) keeps
+  SPEC.md's rule (``semantics="duetto"``), under which the authors' settings reproduce their released
+  real-cluster averages within 15 %.
+
+``experiment=`` overrides the file-name rule, ``semantics=`` overrides both (docs/formats.md, Muri section).
 """
 
 from __future__ import annotations
@@ -72,8 +79,46 @@ MURI_START_OVERHEADS: dict[int, dict[str, float]] = {
     16: {"vgg16": 9, "vgg19": 10, "resnet18": 7, "shufflenet_v2_x1_0": 7, "bert": 10, "gpt2": 10, "a2c": 46, "dqn": 8},
     32: {"vgg16": 10, "vgg19": 10, "resnet18": 7, "shufflenet_v2_x1_0": 8, "bert": 10, "gpt2": 10, "a2c": 46, "dqn": 8},
 }
-#: ``load_muri(semantics=...)``: Muri's simulator's progress rule or SPEC.md's (default).
+#: ``load_muri(semantics=...)``: Muri's simulator's progress rule or SPEC.md's.
 MURI_SEMANTICS: tuple[str, ...] = ("muri", "duetto")
+#: ``load_muri(experiment=...)``: which of the authors' experiments a file belongs to (``auto``: by name).
+MURI_EXPERIMENTS: tuple[str, ...] = ("auto", "simulation", "testbed")
+#: The progress rule each experiment's published numbers were produced under.
+EXPERIMENT_SEMANTICS: dict[str, str] = {"simulation": "muri", "testbed": "duetto"}
+#: File-name markers of the authors' testbed (real-cluster) traces: the shared copy
+#: ``testbed_400_jobs.csv`` and the authors' own ``cluster_exp/trace-data/cluster_trace.csv``.
+TESTBED_MARKERS: tuple[str, ...] = ("testbed", "cluster_trace")
+
+
+def muri_experiment(path: PathLike, experiment: str = "auto") -> Literal["simulation", "testbed"]:
+    """Which of the Muri authors' experiments the trace ``path`` belongs to.
+
+    ``experiment="auto"`` (the documented default rule): ``"testbed"`` when the file's name contains one of
+    :data:`TESTBED_MARKERS` or the file lies in a folder named ``cluster_exp`` (the authors' real-cluster
+    experiment), else ``"simulation"`` (the authors' ``simulator/trace-data`` and any other trace).
+    ``"simulation"`` / ``"testbed"`` are returned as given.
+
+    Raises
+    ------
+    DuettoInputError
+        An unknown ``experiment``.
+    """
+    if experiment not in MURI_EXPERIMENTS:
+        raise DuettoInputError(f"must be one of {', '.join(MURI_EXPERIMENTS)}, got {experiment!r}", field="experiment")
+    if experiment != "auto":
+        return experiment  # type: ignore[return-value]
+    file = Path(path)
+    name = file.name.lower()
+    in_cluster_exp = "cluster_exp" in (part.lower() for part in file.parent.parts)
+    if in_cluster_exp or any(marker in name for marker in TESTBED_MARKERS):
+        return "testbed"
+    return "simulation"
+
+
+def muri_default_semantics(path: PathLike, experiment: str = "auto") -> Literal["muri", "duetto"]:
+    """The progress rule a Muri trace gets when ``semantics`` is not given: Muri's simulator's
+    (``"muri"``) for a simulation trace, SPEC.md's (``"duetto"``) for the testbed (:func:`muri_experiment`)."""
+    return EXPERIMENT_SEMANTICS[muri_experiment(path, experiment)]  # type: ignore[return-value]
 
 
 def muri_start_overhead(model: str, num_gpus: int) -> float:
@@ -94,7 +139,8 @@ def load_muri(
     duration_from: Literal["duration", "iterations"] = "iterations",
     name: str | None = None,
     allow_implausible: bool = False,
-    semantics: Literal["muri", "duetto"] = "duetto",
+    semantics: Literal["muri", "duetto"] | None = None,
+    experiment: Literal["auto", "simulation", "testbed"] = "auto",
 ) -> Instance:
     """Load a Muri trace CSV.
 
@@ -125,10 +171,14 @@ def load_muri(
         Keep jobs longer than a year alone (:data:`~formulation.traces.common.MAX_PLAUSIBLE_SECONDS`);
         by default they are refused with their row: they are what a unit mix-up looks like.
     semantics
-        ``"duetto"`` (default): SPEC.md's progress rule, under which the testbed replays within 15 %
-        of the authors' real-cluster results (:data:`~formulation.trace_settings.KIND_SETTINGS`).
-        ``"muri"``: Muri's simulator's rule (:class:`~formulation.progress.MuriProgress` with
-        :data:`MURI_START_OVERHEADS` per profile). Both are documented in docs/model.md ("Progress rules").
+        The progress rule. ``"muri"``: Muri's simulator's (:class:`~formulation.progress.MuriProgress`
+        with :data:`MURI_START_OVERHEADS` per profile), under which the simulation traces replay within
+        10 % of Muri's simulator. ``"duetto"``: SPEC.md's, under which the testbed replays within 15 % of
+        the authors' real-cluster results. ``None`` (default): the rule of the trace's ``experiment``
+        (:func:`muri_default_semantics`). Both rules: docs/model.md ("Progress rules").
+    experiment
+        ``"auto"`` (default: by file name, :func:`muri_experiment`), ``"simulation"`` or ``"testbed"``:
+        which of the authors' experiments the trace is; decides the default ``semantics``.
 
     Returns
     -------
@@ -136,6 +186,9 @@ def load_muri(
         Job ids are the trace's ``job_id``; arrivals and durations in seconds.
     """
     check_limit(limit)
+    chosen_experiment = muri_experiment(path, experiment)
+    if semantics is None:
+        semantics = muri_default_semantics(path, chosen_experiment)
     if semantics not in MURI_SEMANTICS:
         raise DuettoInputError(f"must be 'muri' or 'duetto', got {semantics!r}", field="semantics")
     if duration_from not in ("duration", "iterations"):
@@ -189,6 +242,7 @@ def load_muri(
             "limit": limit,
             "units": "submit_time and duration ms -> s; iteration_time, resource_time_* ms -> s",
             "semantics": semantics,
+            "experiment": chosen_experiment,
         },
         progress=progress,
     )
