@@ -196,6 +196,36 @@ def _pick_free(
     return taken if taken == count else -1
 
 
+@njit(cache=True, nogil=True)
+def _schedule_end(
+    si: np.ndarray,
+    ver: np.ndarray,
+    hd: np.ndarray,
+    hs: np.ndarray,
+    hj: np.ndarray,
+    j: int,
+    now: float,
+    new_rate: float,
+    iterations: float,
+    remaining: float,
+    slot: float,
+    slotted: bool,
+) -> None:
+    """Push job ``j``'s completion at ``new_rate`` from ``now`` with a fresh version, as ``_Sim._rerate``
+    and ``_Sim.start`` do: continuous, or rounded up to whole slots as the slotted simulator does."""
+    if not slotted:
+        done = now + (remaining if remaining > 0.0 else 0.0) / new_rate  # max(0.0, remaining)
+    else:
+        slots = float(math.ceil((remaining - REL_TOL * iterations) / (new_rate * slot)))
+        if slots < 1.0:  # max(1, ceil(...))
+            slots = 1.0
+        done = (np.rint(now / slot) + slots) * slot  # round() is half-even, as rint
+    seq = si[SEQ] + 1
+    si[SEQ] = seq
+    ver[j] = seq
+    _push(si, hd, hs, hj, done, seq, j)
+
+
 # --- dynamics ---------------------------------------------------------------------------------------------
 @njit(cache=True, nogil=True)
 def _rerate(s: State, w: State, jobs: np.ndarray, count: int, slot: float, slotted: bool) -> None:
@@ -227,18 +257,7 @@ def _rerate(s: State, w: State, jobs: np.ndarray, count: int, slot: float, slott
             continue
         rate[j] = new_rate
         iterations = iters[j]
-        remaining = iterations - prog[j]
-        if not slotted:
-            done = now + (remaining if remaining > 0.0 else 0.0) / new_rate  # max(0.0, remaining)
-        else:
-            slots = float(math.ceil((remaining - REL_TOL * iterations) / (new_rate * slot)))
-            if slots < 1.0:  # max(1, ceil(...))
-                slots = 1.0
-            done = (np.rint(now / slot) + slots) * slot  # round() is half-even, as rint
-        seq = si[SEQ] + 1
-        si[SEQ] = seq
-        ver[j] = seq
-        _push(si, hd, hs, hj, done, seq, j)
+        _schedule_end(si, ver, hd, hs, hj, j, now, new_rate, iterations, iterations - prog[j], slot, slotted)
 
 
 @njit(cache=True, nogil=True)
@@ -307,19 +326,7 @@ def _start(
             return
         rate[j] = new_rate
         iterations = iters[j]
-        remaining = iterations - 0.0
-        now = sf[T]
-        if not slotted:
-            done = now + (remaining if remaining > 0.0 else 0.0) / new_rate  # max(0.0, remaining)
-        else:
-            slots = float(math.ceil((remaining - REL_TOL * iterations) / (new_rate * slot)))
-            if slots < 1.0:  # max(1, ceil(...))
-                slots = 1.0
-            done = (np.rint(now / slot) + slots) * slot  # round() is half-even, as rint
-        seq = si[SEQ] + 1
-        si[SEQ] = seq
-        ver[j] = seq
-        _push(si, hd, hs, hj, done, seq, j)
+        _schedule_end(si, ver, hd, hs, hj, j, sf[T], new_rate, iterations, iterations - 0.0, slot, slotted)
         return
     buf[ntouched] = j
     ntouched += 1
