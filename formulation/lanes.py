@@ -413,17 +413,24 @@ class _WideRows:
         order = np.argsort(-violation[candidates[:, 0], candidates[:, 1]], kind="stable")[: self.MAX_NEW_ROWS]
         return [(int(p), int(t)) for p, t in candidates[order]]
 
-    def bonus(self, nu: np.ndarray) -> np.ndarray | None:
-        """Each pair's share bonus from the rows' duals, prefix-summed over slots (``(n, n, T+1)``:
-        sharing ``[t, E)`` earns ``[i, k, E] − [i, k, t]``); ``None`` when every dual is 0."""
+    def _active(self, nu: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The duals of the rows they cover, with each row's pair ``(i, k, e)`` and slot; ``None`` when
+        every dual is 0."""
         count = min(nu.size, len(self.rows))
         if count == 0 or not np.any(nu[:count] > 0):
             return None
+        return nu[:count], self.pairs[np.array(self.pair[:count], dtype=np.int64)], np.array(self.slot[:count])
+
+    def bonus(self, nu: np.ndarray) -> np.ndarray | None:
+        """Each pair's share bonus from the rows' duals, prefix-summed over slots (``(n, n, T+1)``:
+        sharing ``[t, E)`` earns ``[i, k, E] − [i, k, t]``); ``None`` when every dual is 0."""
+        active = self._active(nu)
+        if active is None:
+            return None
         data = self.data
-        pairs = self.pairs[np.array(self.pair[:count], dtype=np.int64)]
-        slots = np.array(self.slot[:count], dtype=np.int64)
+        nu, pairs, slots = active
         bonus = np.zeros((data.n, data.n, data.horizon))
-        np.add.at(bonus, (pairs[:, 0], pairs[:, 1], slots), nu[:count])
+        np.add.at(bonus, (pairs[:, 0], pairs[:, 1], slots), nu)
         bonus = bonus + bonus.transpose(1, 0, 2)
         prefix = np.zeros((data.n, data.n, data.horizon + 1))
         np.cumsum(bonus, axis=2, out=prefix[:, :, 1:])
@@ -433,13 +440,12 @@ class _WideRows:
         """What the rows' duals add to the Lagrangian price of starting job ``j`` at ``S`` (``e·ν``
         summed over its rows at slots ``t ≥ S``) and of ending it at ``E`` (minus the same over
         ``t ≥ E``), as ``(n, T+1)`` arrays; ``None`` when every dual is 0."""
-        count = min(nu.size, len(self.rows))
-        if count == 0 or not np.any(nu[:count] > 0):
+        active = self._active(nu)
+        if active is None:
             return None
         data = self.data
-        pairs = self.pairs[np.array(self.pair[:count], dtype=np.int64)]
-        slots = np.array(self.slot[:count], dtype=np.int64)
-        weight = nu[:count] * pairs[:, 2]
+        nu, pairs, slots = active
+        weight = nu * pairs[:, 2]
         per_slot = np.zeros((data.n, data.horizon + 1))
         np.add.at(per_slot, (pairs[:, 0], slots), weight)
         np.add.at(per_slot, (pairs[:, 1], slots), weight)
