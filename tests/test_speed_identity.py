@@ -42,17 +42,18 @@ def _muri_prefix(jobs: int) -> Instance:
     return instance.replace(jobs=sorted(instance.jobs, key=lambda j: (j.arrival, j.id))[:jobs])
 
 
-@pytest.mark.parametrize(
-    ("n", "nodes", "gpn", "seed", "arrivals", "slot", "capacity"),
-    [
-        (12, 1, 4, 0, "zero", 30.0, None),
-        (16, 2, 4, 1, "poisson", None, None),
-        (40, 2, 8, 2, "zero", 60.0, None),
-        (60, 2, 8, 3, "poisson", None, None),
-        (80, 4, 8, 4, "poisson", None, 3),
-        (30, 1, 8, 5, "zero", None, 1),
-    ],
-)
+# generated instances for the look-ahead identity tests: (n, nodes, gpn, seed, arrivals, slot, capacity)
+LOOKAHEAD_CASES = [
+    (12, 1, 4, 0, "zero", 30.0, None),
+    (16, 2, 4, 1, "poisson", None, None),
+    (40, 2, 8, 2, "zero", 60.0, None),
+    (60, 2, 8, 3, "poisson", None, None),
+    (80, 4, 8, 4, "poisson", None, 3),
+    (30, 1, 8, 5, "zero", None, 1),
+]
+
+
+@pytest.mark.parametrize(("n", "nodes", "gpn", "seed", "arrivals", "slot", "capacity"), LOOKAHEAD_CASES)
 def test_lookahead_identical_to_reference(
     n: int, nodes: int, gpn: int, seed: int, arrivals: str, slot: float | None, capacity: int | None
 ) -> None:
@@ -127,17 +128,7 @@ def _compiled_equals_python(instance: Instance, options: dict[str, Any], **run: 
     assert fast.rollouts > 0
 
 
-@pytest.mark.parametrize(
-    ("n", "nodes", "gpn", "seed", "arrivals", "slot", "capacity"),
-    [
-        (12, 1, 4, 0, "zero", 30.0, None),
-        (16, 2, 4, 1, "poisson", None, None),
-        (40, 2, 8, 2, "zero", 60.0, None),
-        (60, 2, 8, 3, "poisson", None, None),
-        (80, 4, 8, 4, "poisson", None, 3),
-        (30, 1, 8, 5, "zero", None, 1),
-    ],
-)
+@pytest.mark.parametrize(("n", "nodes", "gpn", "seed", "arrivals", "slot", "capacity"), LOOKAHEAD_CASES)
 def test_lookahead_compiled_identical(
     n: int, nodes: int, gpn: int, seed: int, arrivals: str, slot: float | None, capacity: int | None
 ) -> None:
