@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from formulation.compiled import BackgroundCompile
+
 AVAILABLE = importlib.util.find_spec("numba") is not None
 """Whether the compiled pass can run (numba installed). numba itself is imported on first use only."""
 
@@ -205,7 +207,6 @@ def _forward(
 
 _lock = threading.Lock()
 _compiled: Any = None  # the numba dispatcher, once made
-_compiling: threading.Thread | None = None
 
 
 def _dispatcher() -> Any:
@@ -246,16 +247,12 @@ def ready() -> bool:
     (the first compile takes 10-20 s, later processes load it from numba's cache in well under a second),
     so that a time-limited solve never waits for the compiler: the numpy pass serves until then, with
     the same results."""
-    global _compiling
-    if not AVAILABLE:
-        return False
-    if _compiled is not None and _compiled.signatures:
-        return True
-    with _lock:
-        if _compiling is None:
-            _compiling = threading.Thread(target=compile_now, name="lane-kernel-compile", daemon=True)
-            _compiling.start()
-    return False
+    return AVAILABLE and _background.ready()
+
+
+_background = BackgroundCompile(
+    "lane-kernel-compile", compile_now, lambda: _compiled is not None and bool(_compiled.signatures)
+)
 
 
 def forward(*arrays: Any) -> Any:

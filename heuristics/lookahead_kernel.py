@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from formulation.compiled import BackgroundCompile
+
 if TYPE_CHECKING:
     from heuristics.lookahead import _Candidate, _Sim, _Static
 
@@ -35,7 +37,6 @@ _BASE_CODES = {"bsbf": 0, "nosharing": 1, "share": 2}
 
 _lock = threading.Lock()
 _compiled: Any = None  # heuristics.lookahead_jit.score, once imported
-_compiling: threading.Thread | None = None
 _ready = False
 
 
@@ -75,16 +76,10 @@ def ready() -> bool:
     """Whether the compiled model is ready now. The first ask starts compiling it on a background thread,
     so that a run never waits for the compiler: the Python model serves until then, with the same
     results."""
-    global _compiling
-    if not AVAILABLE:
-        return False
-    if _ready:
-        return True
-    with _lock:
-        if _compiling is None:
-            _compiling = threading.Thread(target=compile_now, name="lookahead-kernel-compile", daemon=True)
-            _compiling.start()
-    return False
+    return AVAILABLE and _background.ready()
+
+
+_background = BackgroundCompile("lookahead-kernel-compile", compile_now, lambda: _ready)
 
 
 class Tables:
