@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -373,18 +373,22 @@ class _WideRows:
         out: dict[int, float] = {}
         if len(self.rows) <= first:
             return out
+        for p, lo, hi in self._shared(lane):
+            for r in self.index[p, lo:hi]:
+                if r >= first:
+                    out[int(r)] = out.get(int(r), 0.0) + 1.0
+        return out
+
+    def _shared(self, lane: Lane) -> Iterator[tuple[int, int, int]]:
+        """``(pair, first slot, end slot)`` of every stretch in which the lane holds both jobs of a wide pair."""
         entries = lane.entries
         for a in range(len(entries)):
             for b in range(a + 1, len(entries)):
                 x, y = entries[a], entries[b]
                 p = int(self.pair_id[x.job, y.job])
                 lo, hi = max(x.start, y.start), min(x.end, y.end)
-                if p < 0 or hi <= lo:
-                    continue
-                for r in self.index[p, lo:hi]:
-                    if r >= first:
-                        out[int(r)] = out.get(int(r), 0.0) + 1.0
-        return out
+                if p >= 0 and hi > lo:
+                    yield p, lo, hi
 
     def violated(self, lanes: list[Lane], weights: np.ndarray) -> list[tuple[int, int]]:
         """The rows ``(p, t)`` not yet in the master that lanes at these weights violate, most violated
@@ -393,16 +397,10 @@ class _WideRows:
         run = np.zeros((data.n, data.horizon))
         share = np.zeros((len(self.pairs), data.horizon))
         for lane, weight in zip(lanes, weights, strict=True):
-            entries = lane.entries
-            for e in entries:
+            for e in lane.entries:
                 run[e.job, e.start : e.end] += weight
-            for a in range(len(entries)):
-                for b in range(a + 1, len(entries)):
-                    x, y = entries[a], entries[b]
-                    p = int(self.pair_id[x.job, y.job])
-                    lo, hi = max(x.start, y.start), min(x.end, y.end)
-                    if p >= 0 and hi > lo:
-                        share[p, lo:hi] += weight
+            for p, lo, hi in self._shared(lane):
+                share[p, lo:hi] += weight
         i, k, width = self.pairs[:, 0], self.pairs[:, 1], self.pairs[:, 2].astype(float)
         gpus = data.num_gpus.astype(float)
         lhs = share - (width / gpus[i])[:, None] * run[i] - (width / gpus[k])[:, None] * run[k]
