@@ -30,6 +30,7 @@ from formulation.speed import Profile
 from formulation.trace_settings import trace_policy_options
 from formulation.traces import load_trace
 from formulation.traces.muri import muri_default_semantics, muri_experiment
+from heuristics.core import ClusterView
 from heuristics.loop import ClusterState
 from heuristics.muri import (
     AttainedOrdering,
@@ -143,12 +144,17 @@ def _selection_instance() -> Instance:
     )
 
 
-def test_simulator_selection_takes_a_buckets_next_jobs_per_reserved_copy() -> None:
-    instance = _selection_instance()
+def _all_submitted_at_zero(instance: Instance) -> ClusterView:
+    """The cluster's view at time 0 with every job of ``instance`` submitted and none running."""
     state = ClusterState(instance)
     for job in instance.jobs:
         state.submit(job.id, 0.0)
-    view = state.view(0.0)
+    return state.view(0.0)
+
+
+def test_simulator_selection_takes_a_buckets_next_jobs_per_reserved_copy() -> None:
+    instance = _selection_instance()
+    view = _all_submitted_at_zero(instance)
     policy = MuriPolicy(priority="srsf", semantics="muri")
     facts = policy._bind(view)
     assert policy.sim_side
@@ -198,10 +204,7 @@ def test_stretched_edge_weights() -> None:
 
 def test_attained_ties_larger_first() -> None:
     instance = _selection_instance()
-    state = ClusterState(instance)
-    for job in instance.jobs:
-        state.submit(job.id, 0.0)
-    view = state.view(0.0)
+    view = _all_submitted_at_zero(instance)
     for larger_first, head in ((False, "s"), (True, "w")):  # else the first submitted
         ordering = AttainedOrdering(larger_first=larger_first)
         ordering.bind(InstanceFacts(instance))
