@@ -54,7 +54,7 @@ MAX_POOL_COLUMNS = 400_000
 columns: the pool is shared by every node and only grows (measured: about 30 lanes of 16 jobs per node
 at 16 jobs on 8 GPUs, so a 60 s solve stays under a few thousand)."""
 NODE_SEPARATIONS = 0
-"""Batches of wide-pair rows a node below the root may add (the root: ``MAX_SEPARATIONS``; its rows stay
+"""Batches of cover rows a node below the root may add (the root: ``MAX_SEPARATIONS``; its rows stay
 for every node). Measured: rows added at nodes made nodes 1.7 times slower for no bound (7 jobs on 4
 GPUs, seed 1, 60 s: 209 nodes and 120.75 with 2 batches per node, 355 nodes and 120.82 with none)."""
 MAX_CENTERS = 5_000
@@ -275,6 +275,7 @@ def lane_tree_bound(
     leaf_check: LeafCheck | None = None,
     leaf_seconds: float = 10.0,
     check_depth: int | None = None,
+    cover_sets: bool = False,
 ) -> LaneTreeBound:
     """A lower bound on ``Σ_j E_j`` (slots) by branch-and-bound over the lane relaxation (module
     docstring).
@@ -289,6 +290,10 @@ def lane_tree_bound(
         A known objective (slots) to prune against, e.g. a better schedule's.
     cut, smoothing, max_states
         As for :func:`formulation.lanes.lane_bound`.
+    cover_sets
+        As for :func:`formulation.lanes.lane_bound`, but off by default: the rows over sets of three or
+        more jobs make every node's master dearer, and at 16 jobs on 8 GPUs the tree ended no higher
+        with them after 60 s or 180 s (docs/oracle.md, "Cover rows over sets of jobs").
     max_nodes, node_rounds
         Nodes solved at most; pricing rounds per node at most.
     cancel
@@ -325,10 +330,10 @@ def lane_tree_bound(
     if incumbent is not None:
         best_known = min(best_known, float(incumbent))
     data = LaneData.from_problem(problem, cut)
-    master = _Master(data, highspy, artificial_cost=float(data.n * (data.horizon + 1)))
+    master = _Master(data, highspy, artificial_cost=float(data.n * (data.horizon + 1)), cover_sets=cover_sets)
     master.add(lanes_of_solution(problem, data))
     master.add(single_job_lanes(data))
-    pricer = _LanePricing(data, master.wide)
+    pricer = _LanePricing(data, master.covers)
     want = max(1, data.n)
     heap: list[_Node] = [_Node(-math.inf, 0, data.window(), 0)]
     leaves: list[float] = []  # bounds of nodes that cannot be split
@@ -378,7 +383,7 @@ def lane_tree_bound(
             cancel=cancel,
             center=node.center,
             enough=best_known - 1.0 + 2 * BOUND_TOLERANCE,  # a bound this high prunes the node
-            # the root finds most wide-pair rows; below it a few more batches, or nodes get slow
+            # the root finds most cover rows; below it a few more batches, or nodes get slow
             max_separations=MAX_SEPARATIONS if nodes == 0 else NODE_SEPARATIONS,
         )
         nodes += 1

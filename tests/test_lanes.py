@@ -7,6 +7,7 @@ import functools
 import itertools
 import math
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -27,10 +28,10 @@ from formulation.lanes import (
     Lane,
     LaneData,
     LaneEntry,
+    _CoverRows,
     _LanePricing,
     _Master,
     _ProgressPricing,
-    _WideRows,
     lane_bound,
     lanes_of_solution,
     single_job_lanes,
@@ -284,8 +285,9 @@ def test_branching_raises_the_bound_and_never_past_the_optimum(seed: int) -> Non
         problem, time_limit=8, incumbent=math.ceil(1.1 * optimum), on_bound=lambda value: seen.append(value) is None
     )
     assert tree.proven and tree.value <= optimum + 1e-6
-    root = lane_bound(problem, time_limit=30)
+    root = lane_bound(problem, time_limit=30, cover_sets=False)  # the tree's root: cover rows over pairs
     assert tree.root == pytest.approx(root.value, abs=1e-4)
+    assert lane_bound(problem, time_limit=30).value >= root.value - 1e-6  # sets of three or more add rows
     assert tree.value > root.value + 0.5  # branching on start / end windows lifts it (by whole slots, given time)
     assert tree.nodes > 1 and tree.depth >= 1
     assert seen == sorted(seen)  # the global bound only rises
@@ -337,12 +339,12 @@ def test_the_compiled_pricing_pass_is_the_numpy_pass(jobs: int, gpus: int, seed:
     problem = discretize(instance)
     problem = problem.with_upper_bound(warm_start(problem))
     data = LaneData.from_problem(problem, problem.horizon)
-    wide = _every_wide_row(data)
+    wide = _every_cover_row(data, largest=2)
     pricer = _LanePricing(data, wide)
     rng = np.random.default_rng(seed)
     for trial in range(5):
         duals = _random_duals(data, rng)
-        if trial == 4:  # the wide-pair rows' share bonuses
+        if trial == 4:  # the cover rows' share bonuses
             assert len(wide) > 0
             duals = Duals(duals.alpha, duals.beta, duals.eta, rng.uniform(0, 2, len(wide)))
         if trial == 3:  # a branch-and-bound node's windows
@@ -367,67 +369,116 @@ def a_gang_and_a_loner() -> Instance:
     return Instance(Cluster(1, 2, 16.0), jobs, profiles, TableInterference({}))
 
 
-def test_wide_pair_rows_stop_the_lanes_splitting_a_gang_over_time() -> None:
-    # without the rows the LP runs B on one lane in [0, 10) and A half there, half in [10, 20) on the
-    # other lane: 10 + 15 = 25; A and B are too wide to run side by side, so the optimum is 30
-    problem = discretize(a_gang_and_a_loner(), slot=1.0)
+def a_gang_and_two_loners() -> Instance:
+    """Three GPUs: a 2-GPU job and two 1-GPU jobs, 10 s each, that may not share. Any two fit side by
+    side, all three do not: two run first, the third after (10 + 10 + 20 = 40)."""
+    profiles = {name: Profile(name, compute_alpha=1.0, memory_base_gib=1.0) for name in ("a", "b", "c")}
+    jobs = (Job("A", 0.0, 2, 10, 1, "a"), Job("B", 0.0, 1, 10, 1, "b"), Job("C", 0.0, 1, 10, 1, "c"))
+    return Instance(Cluster(1, 3, 16.0), jobs, profiles, TableInterference({}))
+
+
+@pytest.mark.parametrize(
+    ("instance", "optimum", "without_rows"), [(a_gang_and_a_loner, 30, 25), (a_gang_and_two_loners, 40, 35)]
+)
+def test_cover_rows_stop_the_lanes_splitting_a_gang_over_time(
+    instance: Callable[[], Instance], optimum: int, without_rows: int
+) -> None:
+    # without the rows the LP runs the loners in [0, 10) and the gang half on the free lane there, half
+    # in [10, 20): 25 (two GPUs) or 35 (three, where no pair is too wide, only the three together)
+    problem = discretize(instance(), slot=1.0)
     problem = problem.with_upper_bound(warm_start(problem))
-    assert problem.upper_bound_value == 30
-    data = LaneData.from_problem(problem, problem.horizon)
-    assert data.wide.tolist() == [[0, 1, 1]]
+    assert problem.upper_bound_value == optimum
     bound = lane_bound(problem, time_limit=30)
     assert bound.status == "optimal"
-    assert bound.value == pytest.approx(30.0, abs=1e-6)
+    assert bound.value == pytest.approx(optimum, abs=1e-6)
     # the progress pricing takes no such rows: its bound is the weaker one
-    assert lane_bound(problem, time_limit=30, pricing="progress").value == pytest.approx(25.0, abs=1e-6)
+    assert lane_bound(problem, time_limit=30, pricing="progress").value == pytest.approx(without_rows, abs=1e-6)
 
 
-def _every_wide_row(data: LaneData) -> _WideRows:
-    """Rows for every wide pair and slot, registered as a master would (no master needed)."""
-    wide = _WideRows(data)
-    for p in range(len(data.wide)):
+def test_the_separation_finds_the_three_jobs_that_do_not_fit() -> None:
+    # the LP point of the three-GPU example without rows: B and C on their lanes, A on the third lane
+    # in [0, 10) (half its gang) and nothing else; in each of those slots A, B, C are too wide (4 > 3)
+    problem = discretize(a_gang_and_two_loners(), slot=1.0)
+    data = LaneData.from_problem(problem.with_upper_bound(warm_start(problem)), 20)
+    lanes = [Lane((LaneEntry(1, 0, 10, 10.0),)), Lane((LaneEntry(2, 0, 10, 10.0),)), Lane((LaneEntry(0, 0, 10, 10.0),))]
+    found = _CoverRows(data).violated(lanes, np.ones(3))
+    assert sorted(found) == [((0, 1, 2), 1, t) for t in range(10)]
+    # with A's gang whole ([0, 10) on two lanes) and C after it, nothing is violated: A and B fit
+    whole = [
+        Lane((LaneEntry(0, 0, 10, 10.0), LaneEntry(2, 10, 20, 10.0))),
+        Lane((LaneEntry(0, 0, 10, 10.0),)),
+        lanes[0],
+    ]
+    assert _CoverRows(data).violated(whole, np.ones(3)) == []
+
+
+def _too_wide_sets(data: LaneData, largest: int) -> list[tuple[int, ...]]:
+    """Every set of at most ``largest`` jobs too wide to run side by side."""
+    return [
+        jobs
+        for size in range(2, largest + 1)
+        for jobs in itertools.combinations(range(data.n), size)
+        if data.num_gpus[list(jobs)].sum() > data.gpus
+    ]
+
+
+def _every_cover_row(data: LaneData, largest: int = 3) -> _CoverRows:
+    """Rows for every set of at most ``largest`` jobs too wide to run side by side and every slot,
+    registered as a master would (no master needed)."""
+    covers = _CoverRows(data)
+    for jobs in _too_wide_sets(data, largest):
         for t in range(data.horizon):
-            wide.index[p, t] = len(wide.rows)
-            wide.pair.append(p)
-            wide.slot.append(t)
-            wide.rows.append(len(wide.rows))
-    return wide
+            covers.add(jobs, int(data.num_gpus[list(jobs)].sum()) - data.gpus, t, len(covers))
+    return covers
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_real_schedules_satisfy_every_wide_pair_row(seed: int) -> None:
-    # the lanes of simulated schedules (gangs of 2 and 4 on 4 GPUs: many pairs too wide to run side by
-    # side without sharing) violate no row
+def test_real_schedules_satisfy_every_cover_row(seed: int) -> None:
+    # the lanes of simulated schedules (gangs of 2 and 4 on 4 GPUs, jobs that share): in every slot,
+    # every set of jobs too wide to run side by side that all run has at least e_Q lanes holding two of
+    # them (checked for every set, not only those the separation would try), and the separation finds
+    # nothing
     instance = generate_instance(10, 1, 4, seed, gpu_demand_weights={1: 0.4, 2: 0.3, 4: 0.3})
     problem = discretize(instance, slot=choose_slot(instance, 60))
+    checked = 0
     for policy in ("sjf-bsbf", "fifo"):
         schedule = simulate(instance, policy, slot=problem.slot).schedule
         with_schedule = problem.with_upper_bound(schedule)
         data = LaneData.from_problem(with_schedule, with_schedule.horizon)
-        assert len(data.wide) > 0
         lanes = lanes_of_solution(with_schedule, data)
         assert len(lanes) == 4 and any(len(lane.entries) > 1 for lane in lanes)
-        assert _WideRows(data).violated(lanes, np.ones(len(lanes))) == []
+        for t in range(data.horizon):
+            holding = [{e.job for e in lane.entries if e.start <= t < e.end} for lane in lanes]
+            running = sorted(set().union(*holding))
+            for size in range(2, len(running) + 1):
+                for jobs in itertools.combinations(running, size):
+                    width = int(data.num_gpus[list(jobs)].sum()) - data.gpus
+                    if width > 0:
+                        assert sum(len(held & set(jobs)) == 2 for held in holding) >= width
+                        checked += 1
+        assert _CoverRows(data).violated(lanes, np.ones(len(lanes))) == []
+    assert checked > 0
 
 
-def _worth(lane: Lane, duals: Duals, wide: _WideRows) -> float:
-    """A lane's dual value with the wide-pair rows' share bonuses."""
-    return _value(lane, duals) + sum(duals.nu[r] * v for r, v in wide.coefficients(lane).items())
+def _worth(lane: Lane, duals: Duals, covers: _CoverRows) -> float:
+    """A lane's dual value with the cover rows' share bonuses."""
+    return _value(lane, duals) + sum(duals.nu[r] * v for r, v in covers.coefficients(lane).items())
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_pricing_with_wide_row_duals_dominates_every_real_lane(seed: int) -> None:
-    # two GPUs, a 2-GPU job among three: its pairs are wide; every real lane's value with the rows'
-    # share bonuses is at most the DP's optimum, and the lane the DP returns is worth exactly that
+def test_pricing_with_cover_row_duals_dominates_every_real_lane(seed: int) -> None:
+    # two GPUs, a 2-GPU job among three: its pairs and the three together are too wide; every real
+    # lane's value with the rows' share bonuses is at most the DP's optimum, and the lane the DP
+    # returns is worth exactly that
     instance = generate_instance(
         3, 1, 2, seed, duration_range=(60, 240), memory_pressure=0.0, gpu_demand_weights={1: 0.5, 2: 0.5}
     )
     problem = discretize(instance, slot=60.0)
     problem = problem.with_upper_bound(warm_start(problem))
     data = LaneData.from_problem(problem, min(problem.horizon, 9))
-    if not len(data.wide):
+    if not data.num_gpus.max() > 1:
         pytest.skip("this seed drew no 2-GPU job")
-    wide = _every_wide_row(data)
+    wide = _every_cover_row(data)
     pricing = _LanePricing(data, wide)
     real = _real_lanes(data, list(range(data.n)))
     rng = np.random.default_rng(seed)
