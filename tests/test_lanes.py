@@ -339,14 +339,14 @@ def test_the_compiled_pricing_pass_is_the_numpy_pass(jobs: int, gpus: int, seed:
     problem = discretize(instance)
     problem = problem.with_upper_bound(warm_start(problem))
     data = LaneData.from_problem(problem, problem.horizon)
-    wide = _every_cover_row(data, largest=2)
-    pricer = _LanePricing(data, wide)
+    covers = _every_cover_row(data, largest=2)
+    pricer = _LanePricing(data, covers)
     rng = np.random.default_rng(seed)
     for trial in range(5):
         duals = _random_duals(data, rng)
         if trial == 4:  # the cover rows' share bonuses
-            assert len(wide) > 0
-            duals = Duals(duals.alpha, duals.beta, duals.eta, rng.uniform(0, 2, len(wide)))
+            assert len(covers) > 0
+            duals = Duals(duals.alpha, duals.beta, duals.eta, rng.uniform(0, 2, len(covers)))
         if trial == 3:  # a branch-and-bound node's windows
             window = data.window()
             window.start_hi[0] = window.start_lo[0] + 1
@@ -478,15 +478,15 @@ def test_pricing_with_cover_row_duals_dominates_every_real_lane(seed: int) -> No
     data = LaneData.from_problem(problem, min(problem.horizon, 9))
     if not data.num_gpus.max() > 1:
         pytest.skip("this seed drew no 2-GPU job")
-    wide = _every_cover_row(data)
-    pricing = _LanePricing(data, wide)
+    covers = _every_cover_row(data)
+    pricing = _LanePricing(data, covers)
     real = _real_lanes(data, list(range(data.n)))
     rng = np.random.default_rng(seed)
     for _ in range(25):
         base = _random_duals(data, rng)
-        duals = Duals(base.alpha, base.beta, base.eta, rng.uniform(0, 3, len(wide)) * (rng.random(len(wide)) < 0.5))
+        duals = Duals(base.alpha, base.beta, base.eta, rng.uniform(0, 3, len(covers)) * (rng.random(len(covers)) < 0.5))
 
         top, lanes = pricing.price(duals, data.n)
-        assert top >= max(_worth(lane, duals, wide) for lane in real) - 1e-7
+        assert top >= max(_worth(lane, duals, covers) for lane in real) - 1e-7
         if lanes:
-            assert _worth(lanes[0], duals, wide) == pytest.approx(top, abs=1e-7)
+            assert _worth(lanes[0], duals, covers) == pytest.approx(top, abs=1e-7)
