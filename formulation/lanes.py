@@ -404,10 +404,11 @@ class _CoverRows:
         """Rows ``(Q, e_Q, t)`` not yet in the master that lanes at these weights violate, most violated
         first (at most :attr:`MAX_NEW_ROWS`).
 
-        Per slot, sets are grown greedily from each partly running job (and from none): the job that
-        adds most to ``e_Q·(1 − Σ_{j∈Q}(1 − P_j)) − share(Q)`` joins (while ``e_Q ≤ 0``, as if ``e_Q``
-        were 0), until none adds; the most violated set is kept. A heuristic: every row it returns is
-        valid and violated; it may miss some."""
+        Pairs wider than the cluster are checked in every slot (exact). With :attr:`sets`, per slot,
+        sets are also grown greedily from each partly running job (and from none): the job that adds
+        most to ``e_Q·(1 − Σ_{j∈Q}(1 − P_j)) − share(Q)`` joins (while ``e_Q ≤ 0``, as if ``e_Q`` were
+        0), until none adds; the most violated set of three or more is kept. A heuristic: every row it
+        returns is valid and violated; it may miss some."""
         data = self.data
         gpus = data.num_gpus.astype(float)
         run = np.zeros((data.n, data.horizon))
