@@ -395,6 +395,15 @@ def test_cover_rows_stop_the_lanes_splitting_a_gang_over_time(
     assert lane_bound(problem, time_limit=30, pricing="progress").value == pytest.approx(without_rows, abs=1e-6)
 
 
+def test_the_tree_looks_for_sets_only_where_no_pair_is_too_wide() -> None:
+    # three GPUs, no pair too wide: the tree's root takes the rows over the three jobs (40, the optimum);
+    # with pairs only it has no row (35)
+    problem = discretize(a_gang_and_two_loners(), slot=1.0)
+    problem = problem.with_upper_bound(warm_start(problem))
+    assert lane_tree_bound(problem, time_limit=10).root == pytest.approx(40.0, abs=1e-6)
+    assert lane_tree_bound(problem, time_limit=10, cover_sets=False).root == pytest.approx(35.0, abs=1e-6)
+
+
 def test_the_separation_finds_the_three_jobs_that_do_not_fit() -> None:
     # the LP point of the three-GPU example without rows: B and C on their lanes, A on the third lane
     # in [0, 10) (half its gang) and nothing else; in each of those slots A, B, C are too wide (4 > 3)
