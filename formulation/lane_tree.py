@@ -333,8 +333,7 @@ def lane_tree_bound(
         best_known = min(best_known, float(incumbent))
     data = LaneData.from_problem(problem, cut)
     if cover_sets is None:
-        widest = np.sort(data.num_gpus)[::-1]
-        cover_sets = not int(widest[:2].sum()) > data.gpus
+        cover_sets = not data.too_wide(2)
     master = _Master(data, highspy, artificial_cost=float(data.n * (data.horizon + 1)), cover_sets=cover_sets)
     master.add(lanes_of_solution(problem, data))
     master.add(single_job_lanes(data))

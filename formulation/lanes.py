@@ -207,6 +207,11 @@ class LaneData:
             nested_min=nested,
         )
 
+    def too_wide(self, size: int | None = None) -> bool:
+        """Whether some ``size`` jobs (any number: ``None``) need more GPUs than the cluster has."""
+        widest = np.sort(self.num_gpus)[::-1]
+        return int(widest[:size].sum()) > self.gpus
+
     def window(self) -> Window:
         """Every start and end each job may take within the horizon (the root of a search)."""
         return Window(self.release, self.last_start, self.release + self.min_slots, self.last_end)
@@ -571,8 +576,7 @@ class _Master:
     ) -> None:
         self.data = data
         # the cover rows come as cutting planes (:meth:`separate`); the pricing must know them
-        widest = np.sort(data.num_gpus)[::-1]  # is any set (or pair, without sets) of jobs too wide?
-        wide = int(widest.sum() if cover_sets else widest[:2].sum()) > data.gpus
+        wide = data.too_wide(None if cover_sets else 2)  # else no row could ever be violated
         self.covers = _CoverRows(data, sets=cover_sets) if cover_rows and wide else None
         self.hs = highspy
         h = highspy.Highs()
