@@ -355,10 +355,11 @@ class _CoverRows:
         # each row under every pair of its jobs: (i, k) -> (slots, rows), for a lane's coefficients
         self._by_pair: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
         self._by_pair_arrays: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
-        # every (row, job) and every (row, ordered pair of its jobs), flat, for the duals' prices
-        self._members: list[tuple[int, int]] = []
-        self._pairs: list[tuple[int, int, int]] = []
-        self._flat: tuple[np.ndarray, np.ndarray] | None = None
+        # every (row, job, slot) and every (row, ordered pair of its jobs, slot), flat, for the duals'
+        # prices; as arrays with each row's e_Q and right-hand side, made once per batch of rows
+        self._members: list[tuple[int, int, int]] = []
+        self._pairs: list[tuple[int, int, int, int]] = []
+        self._flat: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -371,8 +372,8 @@ class _CoverRows:
         self.slot.append(slot)
         self.rows.append(row)
         self.known.add((jobs, slot))
-        self._members += [(r, j) for j in jobs]
-        self._pairs += [(r, i, k) for i in jobs for k in jobs if i != k]
+        self._members += [(r, j, slot) for j in jobs]
+        self._pairs += [(r, i, k, slot) for i in jobs for k in jobs if i != k]
         self._flat = None
         for a in range(len(jobs)):
             for b in range(a + 1, len(jobs)):
@@ -470,11 +471,15 @@ class _CoverRows:
         weights[:count] = np.maximum(nu[:count], 0.0)
         return weights
 
-    def _flat_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+    def _flat_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(members (r, j, t), pairs (r, i, k, t), e_Q by r, e_Q·(|Q| − 1) by r)``."""
         if self._flat is None:
+            widths = np.array(self.width, dtype=float)
             self._flat = (
-                np.array(self._members, dtype=np.int64).reshape(-1, 2),
-                np.array(self._pairs, dtype=np.int64).reshape(-1, 3),
+                np.array(self._members, dtype=np.int64).reshape(-1, 3),
+                np.array(self._pairs, dtype=np.int64).reshape(-1, 4),
+                widths,
+                widths * np.array([len(jobs) - 1 for jobs in self.jobs], dtype=float),
             )
         return self._flat
 
@@ -485,10 +490,9 @@ class _CoverRows:
         if weights is None:
             return None
         data = self.data
-        _, pairs = self._flat_arrays()
-        slots = np.array(self.slot, dtype=np.int64)[pairs[:, 0]]
+        _, pairs, _, _ = self._flat_arrays()
         bonus = np.zeros((data.n, data.n, data.horizon))
-        np.add.at(bonus, (pairs[:, 1], pairs[:, 2], slots), weights[pairs[:, 0]])
+        np.add.at(bonus, (pairs[:, 1], pairs[:, 2], pairs[:, 3]), weights[pairs[:, 0]])
         prefix = np.zeros((data.n, data.n, data.horizon + 1))
         np.cumsum(bonus, axis=2, out=prefix[:, :, 1:])
         return prefix
@@ -501,11 +505,10 @@ class _CoverRows:
         if weights is None:
             return None
         data = self.data
-        members, _ = self._flat_arrays()
+        members, _, widths, _ = self._flat_arrays()
         rows = members[:, 0]
         per_slot = np.zeros((data.n, data.horizon + 1))
-        widths = np.array(self.width, dtype=float)
-        np.add.at(per_slot, (members[:, 1], np.array(self.slot, dtype=np.int64)[rows]), weights[rows] * widths[rows])
+        np.add.at(per_slot, (members[:, 1], members[:, 2]), weights[rows] * widths[rows])
         suffix = np.cumsum(per_slot[:, ::-1], axis=1)[:, ::-1]  # [j, S]: Σ over t ≥ S
         return suffix, -suffix
 
@@ -514,8 +517,8 @@ class _CoverRows:
         count = min(nu.size, len(self.rows))
         if count == 0:
             return 0.0
-        rhs = np.array([self.width[r] * (len(self.jobs[r]) - 1) for r in range(count)], dtype=float)
-        return -float(np.dot(nu[:count], rhs))
+        rhs = self._flat_arrays()[3]
+        return -float(np.dot(nu[:count], rhs[:count]))
 
 
 def _most_violated_cover(
