@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
+import sys
+import threading
 import time
 
 import numpy as np
@@ -20,7 +23,7 @@ from formulation.lanes import LaneData, _Master, default_cut
 from formulation.paths import shared_data_dir
 from formulation.validator import validate
 from solvers import SolveStatus, solve
-from solvers.api import _LeafChecker, _pack, _portable_instance, _Tracker
+from solvers.api import RELAXATION_YIELD_NICE, _LeafChecker, _pack, _portable_instance, _Relaxations, _Tracker
 from solvers.warmstart import warm_start
 
 
@@ -121,6 +124,38 @@ def test_a_leaf_check_decides_a_region_exactly() -> None:
     finally:
         checker.close()
     assert checker.worker is None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own priority is Linux's")
+def test_the_bound_thread_gives_way_once_the_solvers_own_bound_reaches_its_own() -> None:
+    # On 2 cores the tree's thread took a third of the CPU from CP-SAT's two workers, and `bnp` proved
+    # 12 jobs on 8 GPUs half as fast as `cpsat` while its tree's bound stayed below CP-SAT's
+    _, problem = _small_problem()
+    tracker = _Tracker(problem, problem.upper_bound, float(problem.upper_bound_value), 0.0)
+    relaxations = _Relaxations(problem, tracker, time.time() + 5, coupled=False, lanes=False)
+    relaxations.finish(time.time() + 5)  # nothing to run: its own thread ends at once
+    seen: list[tuple[float | None, int]] = []
+
+    def bound_thread() -> None:  # a thread of its own: the priority is lowered for good
+        me = threading.get_native_id()
+        seen.append((tracker.relaxations_yielded, os.getpriority(os.PRIO_PROCESS, me)))
+        relaxations._offered(40.0)
+        tracker.offer_solver_bound(39.5)  # the solver's bound still below the thread's: it keeps its share
+        relaxations._give_way()
+        seen.append((tracker.relaxations_yielded, os.getpriority(os.PRIO_PROCESS, me)))
+        tracker.offer_solver_bound(40.0)
+        relaxations._give_way()
+        seen.append((tracker.relaxations_yielded, os.getpriority(os.PRIO_PROCESS, me)))
+
+    main_priority = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    thread = threading.Thread(target=bound_thread)
+    thread.start()
+    thread.join()
+    (before, base), (still, kept), (yielded, lowered) = seen
+    assert before is None and still is None and kept == base
+    assert yielded is not None and yielded >= 0
+    assert lowered >= max(base, RELAXATION_YIELD_NICE)
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == main_priority  # only that thread
 
 
 def test_branch_and_price_is_anytime_and_honours_the_time_limit() -> None:
