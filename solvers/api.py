@@ -1140,15 +1140,17 @@ class _Relaxations:
 
     def _offer_lanes(self, outcome: LaneBound) -> bool:
         """Offer a lane bound (each round's Lagrangian bound that improves); go on until proven optimal."""
-        self.tracker.offer_bound(outcome.value - 1e-6 * max(1.0, abs(outcome.value)))
-        self._offered(outcome.value - 1e-6 * max(1.0, abs(outcome.value)))
+        value = outcome.value - 1e-6 * max(1.0, abs(outcome.value))
+        self.tracker.offer_bound(value)
+        self._offered(value)
         self.lane_offered = outcome
         return not _proven_optimal(self.tracker)
 
     def _offer_tree(self, value: float) -> bool:
         """Offer the tree's global bound (it only rises); go on until proven optimal."""
-        self.tracker.offer_bound(value - 1e-6 * max(1.0, abs(value)))
-        self._offered(value - 1e-6 * max(1.0, abs(value)))
+        value -= 1e-6 * max(1.0, abs(value))
+        self.tracker.offer_bound(value)
+        self._offered(value)
         return not _proven_optimal(self.tracker)
 
     def finish(self, hard_deadline: float) -> None:
