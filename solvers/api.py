@@ -298,8 +298,8 @@ class _Tracker:
 
     def offer_solver_bound(self, bound: float) -> None:
         # only the thread that follows the worker writes it; the bound thread reads one float
-        if isinstance(bound, (int, float)) and math.isfinite(bound) and bound > self.solver_bound:
-            self.solver_bound = float(bound)
+        if math.isfinite(bound) and bound > self.solver_bound:
+            self.solver_bound = bound
 
 
 def _handle(tracker: _Tracker, message: tuple[Any, ...]) -> None:
@@ -1124,33 +1124,31 @@ class _Relaxations:
         self._give_way()
         return self.tracker.best_model_value
 
-    def _offered(self, value: float) -> None:
+    def _prove(self, value: float) -> float:
+        """Offer a bound this thread has proven to the solve, less a hair for HiGHS' optimality
+        tolerances (the objective is rounded up to whole slots after); returns what was offered."""
+        value -= 1e-6 * max(1.0, abs(value))
+        self.tracker.offer_bound(value)
         self.own_bound = max(self.own_bound, value)
         self._give_way()
+        return value
 
     def _offer(self, outcome: RelaxationBound) -> bool:
         """Offer a proven bound; refine the LP only while it is the best bound and the solve goes on."""
-        # HiGHS' optimality tolerances: give back a hair before rounding up to an integer objective
-        value = outcome.value - 1e-6 * max(1.0, abs(outcome.value))
-        self.tracker.offer_bound(value)
-        self._offered(value)
+        value = self._prove(outcome.value)
         if self.offered is None or outcome.value > self.offered.value:
             self.offered = outcome
         return self.tracker.bound <= value + 1e-9 and not _proven_optimal(self.tracker)
 
     def _offer_lanes(self, outcome: LaneBound) -> bool:
         """Offer a lane bound (each round's Lagrangian bound that improves); go on until proven optimal."""
-        value = outcome.value - 1e-6 * max(1.0, abs(outcome.value))
-        self.tracker.offer_bound(value)
-        self._offered(value)
+        self._prove(outcome.value)
         self.lane_offered = outcome
         return not _proven_optimal(self.tracker)
 
     def _offer_tree(self, value: float) -> bool:
         """Offer the tree's global bound (it only rises); go on until proven optimal."""
-        value -= 1e-6 * max(1.0, abs(value))
-        self.tracker.offer_bound(value)
-        self._offered(value)
+        self._prove(value)
         return not _proven_optimal(self.tracker)
 
     def finish(self, hard_deadline: float) -> None:

@@ -139,7 +139,7 @@ def test_the_bound_thread_gives_way_once_the_solvers_own_bound_reaches_its_own()
     def bound_thread() -> None:  # a thread of its own: the priority is lowered for good
         me = threading.get_native_id()
         seen.append((tracker.relaxations_yielded, os.getpriority(os.PRIO_PROCESS, me)))
-        relaxations._offered(40.0)
+        relaxations._prove(40.0)
         tracker.offer_solver_bound(39.5)  # the solver's bound still below the thread's: it keeps its share
         relaxations._give_way()
         seen.append((tracker.relaxations_yielded, os.getpriority(os.PRIO_PROCESS, me)))
