@@ -297,6 +297,9 @@ class _Tracker:
                 self.bound = bound
 
     def offer_solver_bound(self, bound: float) -> None:
+        """A bound from the backend's own search: the solve's bound, and kept apart as ``solver_bound``
+        (what the bound thread compares its own with before it gives way)."""
+        self.offer_bound(bound)
         # only the thread that follows the worker writes it; the bound thread reads one float
         if math.isfinite(bound) and bound > self.solver_bound:
             self.solver_bound = bound
@@ -309,16 +312,13 @@ def _handle(tracker: _Tracker, message: tuple[Any, ...]) -> None:
         tracker.solve_started = time.perf_counter()
     elif kind == "incumbent":
         tracker.offer(_unpack(message[1]), message[2])
-        tracker.offer_bound(message[3])
         tracker.offer_solver_bound(message[3])
     elif kind == "bound":
-        tracker.offer_bound(message[1])
         tracker.offer_solver_bound(message[1])
     elif kind == "done":
         tracker.done = message
         if message[2] is not None:
             tracker.final_rejected = not tracker.offer(_unpack(message[2]), message[3])
-        tracker.offer_bound(message[4])
         tracker.offer_solver_bound(message[4])
     elif kind in ("unavailable", "input_error", "error"):
         tracker.failure = (kind, message[1] if len(message) < 3 else f"{message[1]}\n{message[2]}")
