@@ -15,6 +15,10 @@ Flow (all in the calling process unless noted):
 5. Return a :class:`~solvers.result.Result` — always, with the best schedule known (at worst the
    warm start): objective recomputed with the float slotted semantics, the proven bound (the model's,
    never below the trivial bound, never above the objective), the gap, and wall times.
+6. Branch-and-price (``bnp``) on total JCT with arrivals spread in time runs 2-5 up to three times in
+   the one limit (:func:`_solve_with_split`): the whole instance for half of it, then if unproven the
+   arrival-split bound (:mod:`solvers.split`, groups of consecutive arrivals solved exactly), then the
+   whole instance again from the larger bound.
 
 The ``time_limit`` covers steps 2-4 (export of the model, when asked, runs before and is not counted):
 the warm starts stop at shares of it (:data:`PRESOLVE_SHARE`), and an instance whose pre-solve steps
@@ -952,20 +956,21 @@ def _solve_with_split(
     arrivals solved exactly at the same slot length, their bounds added); then the whole instance again
     with the time left, warm-started from the best schedule and starting from the larger bound."""
     settings, use_split, max_part = _split_options(settings)
-    if not (settings.spec.name == "bnp" and use_split and settings.objective == "jct" and split_applies(instance)):
+    first_limit = SPLIT_FIRST_SHARE * settings.time_limit
+    n = len(instance.jobs)
+    applies = settings.spec.name == "bnp" and use_split and settings.objective == "jct" and split_applies(instance)
+    # the first step must still fit its model-building steps in its share (as check_exact_size asks of a solve)
+    if not applies or PRESOLVE_SECONDS_PER_PAIR * n * n > PRESOLVE_SHARE * first_limit:
         return _solve_one(instance, slot, settings, runner, progress)
     began = time.time()
     deadline = began + settings.time_limit
-    first_limit = SPLIT_FIRST_SHARE * settings.time_limit
     first, problem = _solve_problem(instance, slot, replace(settings, time_limit=first_limit), runner, progress)
     if first.status in (SolveStatus.OPTIMAL, SolveStatus.ERROR) or first.schedule is None:
         first.stats["split_bound"] = {"status": f"not run: the whole instance's solve ended {first.status.value}"}
         return first
     report = validate(instance, first.schedule)
     target = math.ceil(problem.objective_to_slots(first.objective) - _BOUND_TOL)
-    group_settings = replace(
-        settings, warm_start_schedule=None, units_per_slot=problem.units_per_slot, options=settings.options
-    )
+    group_settings = replace(settings, warm_start_schedule=None, units_per_slot=problem.units_per_slot)
 
     split_value = [-math.inf]  # the split's bound so far (slot units), for the progress reports
 
@@ -1010,6 +1015,8 @@ def _solve_with_split(
     )
     bound_slots = max(float(first.stats["bound_slots"]), float(split.value_slots) if split is not None else -math.inf)
     summary: dict[str, Any] = split.summary() if split is not None else {"status": "no partition solved in the time"}
+    if split is not None:
+        summary["bound_seconds"] = problem.objective_seconds(split.value_slots)
     summary["whole_bound_slots"] = first.stats["bound_slots"]
     left = deadline - time.time()
     final = first

@@ -57,6 +57,15 @@ def _print_result(result: Result) -> None:
         else:
             text = str(relaxation["status"])
         table.add_row(label, text)
+    split = result.stats.get("split_bound")
+    if split:
+        if split.get("bound_seconds") is not None:
+            sizes = " + ".join(str(group["jobs"]) for group in split["groups"])
+            proven = f"{split['groups_proven']} of {len(split['groups'])} proven"
+            text = f"{_fmt(split['bound_seconds'])} s: groups of {sizes} jobs ({proven}), in {split['seconds']:.1f} s"
+        else:
+            text = str(split.get("status", "-"))
+        table.add_row("arrival-split bound", text)
     if result.message:
         table.add_row("message", result.message.splitlines()[0])
     console.print(table)
@@ -124,6 +133,16 @@ def register(app: typer.Typer) -> None:
                 help="also solve the lane relaxation by column generation (one column per GPU's jobs)",
             ),
         ] = True,
+        split_bound: Annotated[
+            bool,
+            typer.Option(
+                "--split-bound/--no-split-bound",
+                help=(
+                    "bnp with arrivals spread in time: if the whole instance is not proven in half the limit, "
+                    "also bound it by exact solves of groups of consecutive arrivals"
+                ),
+            ),
+        ] = True,
         threads: Annotated[
             int | None, typer.Option("--threads", help="solver threads / CP-SAT workers (default 2 for CP-SAT)")
         ] = None,
@@ -141,6 +160,8 @@ def register(app: typer.Typer) -> None:
         options: dict[str, Any] = {}
         if threads is not None:
             options = {"threads": threads, "num_workers": threads}
+        if not split_bound:
+            options["split"] = False
         arguments = (instance, solver, time_limit, slot, objective.value)
         settings: dict[str, Any] = {
             "export_model": export_model,
