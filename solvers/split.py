@@ -319,7 +319,7 @@ def split_bound(
                 complete = False
                 break
             solved[(first, stop)] = solve_group(group_instance(instance, order, first, stop), seconds)
-        partitions += 1
+        partitions += complete  # every group of it solved
         value, _ = best_partition(n, solved)
         tried.append({"cuts": list(cuts), "overlap": round(sum(overlaps[k] for k in cuts), 3), "best_slots": value})
         if value > best_value:
