@@ -973,6 +973,9 @@ def _solve_with_split(
         first.stats["split_bound"] = {"status": f"not run: the whole instance's solve ended {first.status.value}"}
         return first
     report = validate(instance, first.schedule)
+    if not report.ok:  # cannot happen (the tracker keeps only valid schedules); cut nowhere rather than guess
+        first.stats["split_bound"] = {"status": "not run: the schedule to cut by did not validate"}
+        return first
     target = math.ceil(problem.objective_to_slots(first.objective) - _BOUND_TOL)
     group_settings = replace(settings, warm_start_schedule=None, units_per_slot=problem.units_per_slot)
 

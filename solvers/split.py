@@ -310,6 +310,11 @@ def split_bound(
         bounds = (0, *cuts, n)
         groups = [(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
         todo = [group for group in groups if group not in solved]
+        total = sum(stop - first for first, stop in todo)
+        left = deadline - time.time()
+        if any(left * (stop - first) / total < min_seconds(stop - first) for first, stop in todo):
+            stopped = "time limit"  # some group of this partition could not be started: start none
+            break
         complete = True
         for index, (first, stop) in enumerate(todo):
             left = deadline - time.time()

@@ -233,7 +233,7 @@ def test_branch_and_price_from_the_command_line(
 def test_the_arrival_split_bound_from_the_command_line(app: typer.Typer, runner: CliRunner, tmp_path: Path) -> None:
     path = tmp_path / "poisson.json"
     io.save_instance(generate_instance(24, 1, 8, 2, arrivals="poisson"), path)
-    shown = runner.invoke(app, ["solve", str(path), "--solver", "bnp", "--time-limit", "16"])
+    shown = runner.invoke(app, ["solve", str(path), "--solver", "bnp", "--time-limit", "20"])
     assert shown.exit_code == 0, shown.output
     assert "arrival-split bound" in shown.output
     small = tmp_path / "small.json"
