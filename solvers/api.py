@@ -979,13 +979,14 @@ def _solve_with_split(
     target = math.ceil(problem.objective_to_slots(first.objective) - _BOUND_TOL)
     group_settings = replace(settings, warm_start_schedule=None, units_per_slot=problem.units_per_slot)
 
-    split_value = [-math.inf]  # the split's bound so far (slot units), for the progress reports
+    split_value = -math.inf  # the split's bound so far (slot units), for the progress reports
 
     def report_split(value: float | None = None) -> None:
+        nonlocal split_value
         if value is not None:
-            split_value[0] = max(split_value[0], value)
+            split_value = max(split_value, value)
         if progress is not None:
-            bound_slots = max(float(first.stats["bound_slots"]), split_value[0])
+            bound_slots = max(float(first.stats["bound_slots"]), split_value)
             bound = min(problem.objective_seconds(bound_slots), first.objective)
             incumbents = int(first.stats.get("incumbents", 0))
             progress(Progress(time.time() - began, "split bound", first.objective, bound, incumbents))
@@ -1062,7 +1063,7 @@ def _with_bound(result: Result, problem: SlottedProblem, bound_slots: float) -> 
     objective_s = result.objective
     bound_s = min(problem.objective_seconds(bound_slots), objective_s)
     status, message = result.status, result.message
-    if objective_s - bound_s <= 1e-9 * max(1.0, abs(objective_s)) and status is not SolveStatus.ERROR:
+    if _bound_meets(objective_s, bound_s) and status is not SolveStatus.ERROR:
         status, bound_s = SolveStatus.OPTIMAL, objective_s
         message = "proven optimal: the arrival-split bound meets the schedule"
     stats = dict(result.stats, bound_slots=float(bound_slots))
@@ -1437,6 +1438,11 @@ def _seconds(problem: SlottedProblem, tracker: _Tracker) -> tuple[float, float]:
     return value, min(bound, value)
 
 
+def _bound_meets(objective_s: float, bound_s: float) -> bool:
+    """The bound (seconds) proves the schedule's objective optimal, up to float noise."""
+    return objective_s - bound_s <= 1e-9 * max(1.0, abs(objective_s))
+
+
 def _result(
     spec: BackendSpec,
     problem: SlottedProblem,
@@ -1478,7 +1484,7 @@ def _result(
         message = "the model's optimum is invalid under the float semantics (rounding near miss); best valid kept"
     if status is SolveStatus.OPTIMAL:
         bound_s = objective_s
-    elif objective_s - bound_s <= 1e-9 * max(1.0, abs(objective_s)) and status is not SolveStatus.ERROR:
+    elif _bound_meets(objective_s, bound_s) and status is not SolveStatus.ERROR:
         status = SolveStatus.OPTIMAL  # the bound meets the schedule: proven, even if the solver stopped
         if killed:
             message = "proven optimal: the bound meets the schedule; the solver process was stopped"

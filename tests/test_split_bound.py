@@ -126,13 +126,18 @@ def test_every_split_bound_stays_below_the_proven_optimum(seed: int) -> None:
     the whole instance's proven optimum (the theorem the bound rests on), at the same slot length."""
     instance = generate_instance(8, 1, 4, seed, arrivals="poisson", load=2.0, memory_pressure=0.6)
     whole = solve(instance, "cpsat", time_limit=60, units_per_slot=1000)
-    assert whole.status is SolveStatus.OPTIMAL
+    assert whole.status is SolveStatus.OPTIMAL and whole.schedule is not None
+    assert validate(instance, whole.schedule).ok
     slot, optimum = whole.schedule.slot, int(whole.stats["objective_slots"])  # type: ignore[union-attr]
     order = arrival_order(instance)
     groups = [group_instance(instance, order, 0, k) for k in range(1, 8)]
     groups += [group_instance(instance, order, k, 8) for k in range(1, 8)]
     results = solve_many(groups, "cpsat", time_limit=60, slot=slot, units_per_slot=1000)
     assert all(result.status is SolveStatus.OPTIMAL for result in results)
+    assert all(
+        result.schedule is not None and validate(group, result.schedule).ok
+        for group, result in zip(groups, results, strict=True)
+    )
     values = [int(result.stats["objective_slots"]) for result in results]
     sums = [values[k - 1] + values[7 + k - 1] for k in range(1, 8)]
     assert max(sums) <= optimum
@@ -189,6 +194,7 @@ def test_the_split_can_be_turned_off_and_bad_options_are_named() -> None:
     instance = generate_instance(6, 1, 4, 1, arrivals="poisson")
     result = solve(instance, "bnp", time_limit=20, options={"split": False})
     assert "split_bound" not in result.stats and result.status is SolveStatus.OPTIMAL
+    assert result.schedule is not None and validate(instance, result.schedule).ok
     with pytest.raises(DuettoInputError) as error:
         solve(instance, "bnp", time_limit=20, options={"split_max_part": 0})
     assert error.value.field == "options.split_max_part"
