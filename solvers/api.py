@@ -15,10 +15,12 @@ Flow (all in the calling process unless noted):
 5. Return a :class:`~solvers.result.Result` — always, with the best schedule known (at worst the
    warm start): objective recomputed with the float slotted semantics, the proven bound (the model's,
    never below the trivial bound, never above the objective), the gap, and wall times.
-6. Branch-and-price (``bnp``) on total JCT with arrivals spread in time runs 2-5 up to three times in
-   the one limit (:func:`_solve_with_split`): the whole instance for half of it, then if unproven the
-   arrival-split bound (:mod:`solvers.split`, groups of consecutive arrivals solved exactly), then the
-   whole instance again from the larger bound.
+6. Branch-and-price (``bnp``) on total JCT with arrivals spread in time and ``options={"split": True}``
+   runs 2-5 up to three times in the one limit (:func:`_solve_with_split`): the whole instance for half
+   of it, then if unproven the arrival-split bound (:mod:`solvers.split`, groups of consecutive
+   arrivals solved exactly), then the whole instance again from the larger bound. It is off by
+   default: since CP-SAT's ``core`` search runs on such instances (:func:`solvers.cpsat.core_search`),
+   one uninterrupted solve proves more than the three steps (docs/oracle.md).
 
 The ``time_limit`` covers steps 2-4 (export of the model, when asked, runs before and is not counted):
 the warm starts stop at shares of it (:data:`PRESOLVE_SHARE`), and an instance whose pre-solve steps
@@ -527,7 +529,8 @@ def solve(
     units_per_slot
         Progress units per slot (default :data:`formulation.discretize.DEFAULT_UNITS_PER_SLOT`).
     options
-        Backend options, e.g. ``{"num_workers": 2}`` for CP-SAT.
+        Backend options, e.g. ``{"num_workers": 2}`` for CP-SAT; for ``bnp``, ``{"split": True}`` adds the
+        arrival-split bound (``"split_max_part"``: the largest group, default 16).
     progress
         Called about five times a second with a :class:`Progress` while the solver runs.
 
@@ -938,7 +941,7 @@ SPLIT_RESUME_MIN_SECONDS = 5.0
 def _split_options(settings: _Settings) -> tuple[_Settings, bool, int]:
     """Take the split's own options (``split``, ``split_max_part``) out of the backend's options."""
     options = dict(settings.options or {})
-    use_split = options.pop("split", True)
+    use_split = options.pop("split", False)
     max_part = options.pop("split_max_part", MAX_PART_JOBS)
     if not isinstance(use_split, bool):
         raise DuettoInputError(f"must be true or false, got {use_split!r}", field="options.split")

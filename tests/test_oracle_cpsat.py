@@ -385,6 +385,20 @@ def test_cpsat_proves_a_small_instance_and_reports_everything() -> None:
     assert report.ok and round(report.total_jct(instance), 6) == round(result.objective, 6)
 
 
+def test_two_workers_search_by_cores_where_it_proves_more() -> None:
+    # up to 20 jobs always; above, only when the releases are spread in time (solvers.cpsat.core_search)
+    for arrivals, expected in (("zero", "default"), ("poisson", "core")):
+        instance = generate_instance(21, 1, 8, 0, arrivals=arrivals)
+        result = solve(instance, "cpsat", time_limit=8, coupled_bound=False, lane_bound=False)
+        assert result.stats["backend"]["search"] == expected
+        assert result.schedule is not None and validate(instance, result.schedule).ok
+    small = generate_instance(10, 1, 8, 0)
+    alone = {"coupled_bound": False, "lane_bound": False}
+    assert solve(small, "cpsat", time_limit=8, **alone).stats["backend"]["search"] == "core"
+    own = {"parameters": {"subsolvers": ["no_lp"]}}
+    assert solve(small, "cpsat", time_limit=8, options=own, **alone).stats["backend"]["search"] == "given"
+
+
 def test_makespan_objective() -> None:
     instance = generate_instance(6, 1, 4, 12, arrivals="poisson")
     slot = choose_slot(instance, 20)

@@ -233,14 +233,14 @@ def test_branch_and_price_from_the_command_line(
 def test_the_arrival_split_bound_from_the_command_line(app: typer.Typer, runner: CliRunner, tmp_path: Path) -> None:
     path = tmp_path / "poisson.json"
     io.save_instance(generate_instance(24, 1, 8, 2, arrivals="poisson"), path)
-    shown = runner.invoke(app, ["solve", str(path), "--solver", "bnp", "--time-limit", "20"])
+    shown = runner.invoke(app, ["solve", str(path), "--solver", "bnp", "--time-limit", "20", "--split-bound"])
     assert shown.exit_code == 0, shown.output
     assert "arrival-split bound" in shown.output
     small = tmp_path / "small.json"
     io.save_instance(generate_instance(6, 1, 4, 1, arrivals="poisson"), small)
     command = ["solve", str(small), "--solver", "bnp", "--time-limit", "20", "--json"]
-    on = runner.invoke(app, command)
-    off = runner.invoke(app, [*command, "--no-split-bound"])
+    on = runner.invoke(app, [*command, "--split-bound"])
+    off = runner.invoke(app, command)
     assert on.exit_code == 0 and off.exit_code == 0, on.output + off.output
     assert json.loads(on.output)["stats"]["split_bound"]["status"].startswith("not run")
     assert "split_bound" not in json.loads(off.output)["stats"]

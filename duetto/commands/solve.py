@@ -139,10 +139,10 @@ def register(app: typer.Typer) -> None:
                 "--split-bound/--no-split-bound",
                 help=(
                     "bnp with arrivals spread in time: if the whole instance is not proven in half the limit, "
-                    "also bound it by exact solves of groups of consecutive arrivals"
+                    "also bound it by exact solves of groups of consecutive arrivals (off by default)"
                 ),
             ),
-        ] = True,
+        ] = False,
         threads: Annotated[
             int | None, typer.Option("--threads", help="solver threads / CP-SAT workers (default 2 for CP-SAT)")
         ] = None,
@@ -160,8 +160,8 @@ def register(app: typer.Typer) -> None:
         options: dict[str, Any] = {}
         if threads is not None:
             options = {"threads": threads, "num_workers": threads}
-        if not split_bound:
-            options["split"] = False
+        if split_bound:
+            options["split"] = True
         arguments = (instance, solver, time_limit, slot, objective.value)
         settings: dict[str, Any] = {
             "export_model": export_model,
