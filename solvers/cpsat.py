@@ -61,13 +61,12 @@ def core_search(problem: SlottedProblem) -> bool:
     """Whether two CP-SAT workers should be the ``core`` search (objective lower-bound search) and the
     LNS thread rather than CP-SAT's default (``default_lp`` and the LNS thread).
 
-    ``core`` lifts the bound far faster wherever it is used. Above :data:`CORE_MAX_JOBS` jobs released
-    together it lifts nothing the relaxations do not already give, so the default search (which finds
-    schedules a little more often) stays there. With releases spread in time, a core (a set of jobs
-    that cannot all end at their earliest) is local in time, and ``core`` proves what the default
-    search does not. Measured with Poisson arrivals on one 8-GPU node at 60 s: 24 jobs 5 of 5 proven
-    (2 of 5 with the default), 32 jobs 2 of 3 in 13-14 s (34 s with the default), 50 jobs one proven
-    (docs/oracle.md, "The search with arrivals").
+    With releases spread in time, a core (a set of jobs that cannot all end at their earliest) is
+    local in time, and ``core`` proves what the default search does not. Measured with Poisson
+    arrivals on one 8-GPU node at 60 s (``bnp``): 24 jobs 4 of 5 proven (3 of 5 before), 32 jobs 2 of 3
+    in 12-13 s (33-34 s before), 50 jobs 1 of 3 (none before). With all jobs released together, above
+    :data:`CORE_MAX_JOBS` jobs, the bound comes from the relaxations either way (24 jobs: the same
+    bounds), so CP-SAT's default stays there (docs/oracle.md, "The search with arrivals").
     """
     return problem.num_jobs <= CORE_MAX_JOBS or len({job.release for job in problem.jobs}) >= 2
 
