@@ -20,7 +20,8 @@ Flow (all in the calling process unless noted):
    of it, then if unproven the arrival-split bound (:mod:`solvers.split`, groups of consecutive
    arrivals solved exactly), then the whole instance again from the larger bound. It is off by
    default: since CP-SAT's ``core`` search runs on such instances (:func:`solvers.cpsat.core_search`),
-   one uninterrupted solve proves more than the three steps (docs/oracle.md).
+   one uninterrupted solve did as well or better than the three steps in all but one of the pairs of
+   runs measured (docs/oracle.md, "The search with arrivals").
 
 The ``time_limit`` covers steps 2-4 (export of the model, when asked, runs before and is not counted):
 the warm starts stop at shares of it (:data:`PRESOLVE_SHARE`), and an instance whose pre-solve steps
