@@ -20,7 +20,7 @@ Tables:
 * ``fig6b``: the interference sweep (:func:`render_sweep`);
 * ``muri``: Muri's traces, one row per trace (:func:`render_muri`);
 * ``gap`` / ``gap-by-size``: the optimality-gap study (:func:`render_gap`, :func:`render_gap_by_size`);
-  ``gap-8gpu`` / ``gap-8gpu-by-size``: the same at 12-24 jobs on one 8-GPU node, with ``bnp``;
+  ``gap-8gpu`` / ``gap-8gpu-by-size``: the same at 12-32 jobs on one 8-GPU node, with ``bnp``;
 * ``predictor-rmse`` / ``predictor-decisions``: the interference predictor study
   (:func:`render_predictor_rmse`, :func:`render_predictor_decisions`).
 
@@ -419,7 +419,7 @@ def _muri_command(traces: Sequence[str], limit: int | None, out: str) -> str:
 
 #: the gap study at the sizes branch-and-price proves on one 8-GPU node (docs/results.md, section 4)
 GAP_8GPU_COMMAND = (
-    "duetto gap --sizes 12,16,24 --cluster 1x8 --arrivals zero --arrivals poisson --seeds 3 --solver bnp "
+    "duetto gap --sizes 12,16,24,32 --cluster 1x8 --arrivals zero --arrivals poisson --seeds 3 --solver bnp "
     "--time-limit 60 --workers 1 --out results/gap-8gpu"
 )
 
