@@ -776,19 +776,21 @@ class _Master:
         """The last solve's column values."""
         return np.asarray(self.h.getSolution().col_value)
 
+    def _run(self, seconds: float) -> None:
+        # HiGHS compares its limit with the object's run time summed over every solve
+        self.h.setOptionValue("time_limit", self.h.getRunTime() + max(0.01, seconds))
+        self.h.run()
+
     def solve(self, time_limit: float) -> tuple[float, Duals, float] | None:
         """The master's optimum, its duals (without the GPU row's) and the GPU row's dual ``ρ ≤ 0``."""
         began = time.perf_counter()
-        # HiGHS compares its limit with the object's run time summed over every solve
-        self.h.setOptionValue("time_limit", self.h.getRunTime() + max(0.01, time_limit))
-        self.h.run()
+        self._run(time_limit)
         left = time_limit - (time.perf_counter() - began)
         if self.h.getModelStatus() == self.hs.HighsModelStatus.kUnknown and left > 0:
             # the warm-started simplex sometimes ends "unknown" after many added columns and rows (seen on
             # Poisson 24 x 8 after ~170 rounds); the same LP from a fresh start solves
             self.h.clearSolver()
-            self.h.setOptionValue("time_limit", self.h.getRunTime() + max(0.01, left))
-            self.h.run()
+            self._run(left)
         if self.h.getModelStatus() != self.hs.HighsModelStatus.kOptimal:
             return None
         row_dual = np.asarray(self.h.getSolution().row_dual)

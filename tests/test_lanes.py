@@ -340,9 +340,6 @@ def test_a_master_solve_that_highs_ends_unknown_is_solved_again_from_scratch() -
         def __init__(self, real: Any) -> None:
             self.real, self.failed, self.cleared = real, False, 0
 
-        def run(self) -> Any:
-            return self.real.run()
-
         def getModelStatus(self) -> Any:
             if not self.failed:
                 self.failed = True
