@@ -602,23 +602,26 @@ def solve_cpsat(
             hint_note = "complete"
     build_seconds = time.perf_counter() - began
     stats = model.stats()
+    num_workers = int(options.get("num_workers", options.get("threads", 2)))
+    extra = dict(options.get("parameters", {}))
+    search = "given" if "subsolvers" in extra else "default"
+    if search == "default" and num_workers == 2 and core_search(problem):
+        # two workers are one full search and one thread of LNS; the first of these is the full one
+        extra["subsolvers"] = ["core", "default_lp"]
+        search = "core"
+    # in the build's report too: that one reaches the caller even when the worker is stopped at the limit
+    stats["search"] = search
     report.built(build_seconds, stats)
 
     solver = cp_model.CpSolver()
     params = solver.parameters
     params.max_time_in_seconds = max(0.05, time_limit - build_seconds)
-    params.num_workers = int(options.get("num_workers", options.get("threads", 2)))
+    params.num_workers = num_workers
     params.random_seed = int(options.get("seed", 0))
     params.log_search_progress = bool(options.get("log", False))
     # presolve probing can take a third of a short budget on these models (measured); keep it bounded
     params.max_presolve_iterations = int(options.get("max_presolve_iterations", 2))
     params.presolve_probing_deterministic_time_limit = float(options.get("probing_dtime", 0.2))
-    extra = dict(options.get("parameters", {}))
-    search = "given" if "subsolvers" in extra else "default"
-    if search == "default" and params.num_workers == 2 and core_search(problem):
-        # two workers are one full search and one thread of LNS; the first of these is the full one
-        extra["subsolvers"] = ["core", "default_lp"]
-        search = "core"
     for name, value in extra.items():
         if isinstance(value, list):
             getattr(params, name).extend(value)
@@ -663,7 +666,6 @@ def solve_cpsat(
             "conflicts": solver.num_conflicts,
             "solutions_reported": callback.count,
             "num_workers": params.num_workers,
-            "search": search,
             "hint": hint_note,
         }
     )

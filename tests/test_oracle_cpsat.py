@@ -386,17 +386,20 @@ def test_cpsat_proves_a_small_instance_and_reports_everything() -> None:
 
 
 def test_two_workers_search_by_cores_where_it_proves_more() -> None:
-    # up to 20 jobs always; above, only when the releases are spread in time (solvers.cpsat.core_search)
+    # up to 20 jobs always; above, only when the releases are spread in time (solvers.cpsat.core_search).
+    # Read from the build's report: the backend's final stats are missing when the worker is stopped at
+    # the limit (an 8 s solve of 21 jobs on a loaded 2-core machine can overrun its 0.4 s of grace)
     for arrivals, expected in (("zero", "default"), ("poisson", "core")):
         instance = generate_instance(21, 1, 8, 0, arrivals=arrivals)
         result = solve(instance, "cpsat", time_limit=8, coupled_bound=False, lane_bound=False)
-        assert result.stats["backend"]["search"] == expected
+        assert result.stats["model"]["search"] == expected
+        assert result.stats.get("backend", {}).get("search", expected) == expected
         assert result.schedule is not None and validate(instance, result.schedule).ok
     small = generate_instance(10, 1, 8, 0)
     alone = {"coupled_bound": False, "lane_bound": False}
-    assert solve(small, "cpsat", time_limit=8, **alone).stats["backend"]["search"] == "core"
+    assert solve(small, "cpsat", time_limit=8, **alone).stats["model"]["search"] == "core"
     own = {"parameters": {"subsolvers": ["no_lp"]}}
-    assert solve(small, "cpsat", time_limit=8, options=own, **alone).stats["backend"]["search"] == "given"
+    assert solve(small, "cpsat", time_limit=8, options=own, **alone).stats["model"]["search"] == "given"
 
 
 def test_makespan_objective() -> None:
