@@ -87,7 +87,7 @@ class LaneTreeBound:
     leaf_checks, leaves_closed
         Exact checks of nodes run, and nodes they decided.
     columns
-        Columns of the shared master at the end (lanes, start/end variables, artificials).
+        Columns of the shared master at the end (lanes, late and artificial columns).
     """
 
     value: float
@@ -179,18 +179,19 @@ def _window_split(master: _Master, values: np.ndarray, window: Window) -> tuple[
     job with the widest start (then end) window, weighted by its GPUs, into the slots before its LP
     slot, that slot, and the slots after (the middle of the window where the LP has none of it)."""
     data = master.data
+    distributions = master.distributions(values)
     for kind in ("start", "end"):
         lo = window.start_lo if kind == "start" else window.end_lo
         hi = window.start_hi if kind == "start" else window.end_hi
-        columns = master.start_col if kind == "start" else master.end_col
+        allowed = master.root_starts if kind == "start" else master.root_ends
         widths = (hi - lo) * data.num_gpus
         job = int(np.argmax(widths))
         if widths[job] <= 0:
             continue
         first, last = int(lo[job]), int(hi[job])
-        slots = np.nonzero(columns[job] >= 0)[0]
+        slots = np.nonzero(allowed[job])[0]
         slots = slots[(slots >= first) & (slots <= last)]
-        mass = values[columns[job][slots]] if slots.size else np.zeros(0)
+        mass = distributions[0 if kind == "start" else 1][job][slots] if slots.size else np.zeros(0)
         at = int(slots[int(np.argmax(mass))]) if slots.size and float(mass.max()) > 1e-9 else (first + last) // 2
         pieces = [(first, at - 1), (at, at), (at + 1, last)]
         children = []
@@ -216,13 +217,14 @@ class _Node:
     center: Duals | None = field(default=None, compare=False)  # the parent's best duals
 
 
-def _spread(columns: np.ndarray, values: np.ndarray, lo: int, hi: int) -> tuple[float, int] | None:
-    """How evenly a job's start (or end) distribution splits at its median, and the split slot."""
-    slots = np.nonzero(columns >= 0)[0]
+def _spread(allowed: np.ndarray, distribution: np.ndarray, lo: int, hi: int) -> tuple[float, int] | None:
+    """How evenly a job's start (or end) distribution (mass per slot; ``allowed``: the slots it may take
+    at the root) splits at its median, and the split slot."""
+    slots = np.nonzero(allowed)[0]
     slots = slots[(slots >= lo) & (slots <= hi)]
     if slots.size < 2:
         return None
-    mass = np.maximum(values[columns[slots]], 0.0)
+    mass = np.maximum(distribution[slots], 0.0)
     total = float(mass.sum())
     if total <= 1e-9:
         return None
@@ -237,13 +239,14 @@ def _children(master: _Master, values: np.ndarray, window: Window) -> tuple[Wind
     """Split the node on the job whose start (or, failing any, end) distribution is most spread,
     weighted by its GPUs; ``None`` when every job's start and end are single slots."""
     data = master.data
+    starts, ends = master.distributions(values)
     for kind in ("start", "end"):
         best: tuple[float, int, int] | None = None
         for j in range(data.n):
             if kind == "start":
-                found = _spread(master.start_col[j], values, int(window.start_lo[j]), int(window.start_hi[j]))
+                found = _spread(master.root_starts[j], starts[j], int(window.start_lo[j]), int(window.start_hi[j]))
             else:
-                found = _spread(master.end_col[j], values, int(window.end_lo[j]), int(window.end_hi[j]))
+                found = _spread(master.root_ends[j], ends[j], int(window.end_lo[j]), int(window.end_hi[j]))
             if found is not None and (best is None or found[0] * data.num_gpus[j] > best[0]):
                 best = (found[0] * float(data.num_gpus[j]), j, found[1])
         if best is None:

@@ -7,6 +7,7 @@ import functools
 import itertools
 import math
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from formulation.lanes import (
     Lane,
     LaneData,
     LaneEntry,
+    _column_generation,
     _CoverRows,
     _LanePricing,
     _Master,
@@ -181,7 +183,11 @@ def test_lane_bound_never_exceeds_a_proven_optimum(seed: int) -> None:
         lane_bound(problem, pricing="progress", time_limit=60),
     ):
         assert candidate.proven and candidate.value <= optimum + 1e-6
-    assert lane_bound(problem, smoothing=0.0).value == pytest.approx(full.value, abs=1e-4)
+    # the same LP whichever way the duals go (pair rows only: rows over sets come from a heuristic whose
+    # finds depend on the points it is shown)
+    pairs_only = lane_bound(problem, cover_sets=False)
+    assert pairs_only.status == "optimal"
+    assert lane_bound(problem, smoothing=0.0, cover_sets=False).value == pytest.approx(pairs_only.value, abs=1e-4)
     assert any(job.num_gpus > 1 for job in instance.jobs)
 
 
@@ -435,6 +441,38 @@ def test_cover_rows_stop_the_lanes_splitting_a_gang_over_time(
     assert bound.value == pytest.approx(optimum, abs=1e-6)
     # the progress pricing takes no such rows: its bound is the weaker one
     assert lane_bound(problem, time_limit=30, pricing="progress").value == pytest.approx(without_rows, abs=1e-6)
+
+
+def test_the_master_s_lanes_carry_the_start_distributions_and_the_cover_rows_running_columns() -> None:
+    # the master has no start or end variables: each job's distributions are its lanes' starts and
+    # ends over G_j, each must sum to what is not late, and a cover row's running column R_jt must be
+    # the lanes' mass running j at t over G_j (its row says so), whatever the LP point
+    import highspy
+
+    problem = discretize(a_gang_and_two_loners(), slot=1.0)
+    problem = problem.with_upper_bound(warm_start(problem))
+    data = LaneData.from_problem(problem, 25)
+    master = _Master(data, highspy)
+    master.add(lanes_of_solution(problem, data) + single_job_lanes(data))
+    pricer = _LanePricing(data, master.covers)
+    outcome = _column_generation(
+        master, pricer, deadline=time.perf_counter() + 30, want=3, smoothing=0.8, max_rounds=500
+    )
+    assert outcome.status == "optimal" and outcome.master_value == pytest.approx(40.0, abs=1e-6)
+    assert master.covers is not None and len(master.covers) > 0 and master.running
+    values = master.values()
+    starts, ends = master.distributions(values)
+    assert np.allclose(starts.sum(axis=1), 1.0) and np.allclose(ends.sum(axis=1), 1.0)  # nobody late here
+    for (j, t), (_, column) in master.running.items():
+        mass = sum(
+            values[col]
+            for lane, col in zip(master.lanes, master.lane_cols, strict=True)
+            for e in lane.entries
+            if e.job == j and e.start <= t < e.end
+        )
+        assert values[column] == pytest.approx(mass / data.num_gpus[j], abs=1e-7)
+    # the objective is the ends: Σ_j Σ_E E·z_jE
+    assert float(np.sum(ends * np.arange(data.horizon + 1)[None, :])) == pytest.approx(outcome.master_value, abs=1e-6)
 
 
 def test_the_tree_looks_for_sets_only_where_no_pair_is_too_wide() -> None:
