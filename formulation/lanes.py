@@ -307,8 +307,8 @@ class Duals:
     ``[S, E)`` is worth is ``alpha[j, S] + beta[j, E] + eta[j]·progress`` (plus the cover rows' share
     bonus). ``eta[j] ≥ 0`` is the progress row's dual, ``nu[r] ≥ 0`` the cover rows' (in the order the
     master added them, :class:`_CoverRows`; rows added after these duals count as 0) and ``mu[j]`` the
-    coverage row's (:class:`_Master`): ``alpha = mu − (the cover rows' price of running up to S)/G_j``,
-    ``beta = −E/G_j + (the same up to E)/G_j``. All of it is linear in the rows' duals, so :meth:`mix`
+    coverage row's (:class:`_Master`): ``alpha = mu − (the cover rows' price of running from S on)/G_j``,
+    ``beta = −E/G_j + (the same from E on)/G_j``. All of it is linear in the rows' duals, so :meth:`mix`
     of two masters' duals is the duals of the mixed point. ``mu`` is empty where only the pricing is
     concerned (tests that price arbitrary values)."""
 

@@ -19,7 +19,7 @@ from formulation.discretize import choose_slot, discretize
 from formulation.generator import generate_instance
 from formulation.io import load_instance
 from formulation.lane_tree import _window_split, node_region
-from formulation.lanes import LaneData, _Master, default_cut
+from formulation.lanes import LaneData, _Master, default_cut, single_job_lanes
 from formulation.paths import shared_data_dir
 from formulation.validator import validate
 from solvers import SolveStatus, solve
@@ -56,6 +56,7 @@ def test_the_children_of_a_node_partition_its_region(cut_share: float) -> None:
     if cut_share < 1.0:
         assert data.can_be_late.any()
     master = _Master(data, highspy, artificial_cost=1e6)
+    master.add(single_job_lanes(data))  # so the random LP values below give each job start and end mass
     rng = np.random.default_rng(0)
     window = data.window()
     for step in range(12):
