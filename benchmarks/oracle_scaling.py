@@ -138,7 +138,7 @@ def run_one(
     slot: float | None = None,
     target_slots: int | None = None,
     objective: str = "jct",
-    lane_bound: bool = True,
+    lane_bound: bool | Literal["first"] = True,
 ) -> dict[str, Any]:
     """Solve one instance of the family; a row of the CSV.
 
@@ -162,7 +162,8 @@ def run_one(
     objective
         ``"jct"`` or ``"makespan"``.
     lane_bound
-        Let :func:`solvers.solve` run the lane relaxation too.
+        Let :func:`solvers.solve` run the lane relaxation too (``"first"``: before the coupled LP, with
+        all the time).
 
     Returns
     -------
@@ -243,7 +244,7 @@ def run_scaling(
     slot: float | None = None,
     target_slots: int | None = None,
     objective: str = "jct",
-    lane_bound: bool = True,
+    lane_bound: bool | Literal["first"] = True,
     stop_after_unproven: bool = False,
     output: Path | None = None,
     echo: bool = True,
@@ -473,6 +474,13 @@ def _parser() -> argparse.ArgumentParser:
         dest="lane_bound",
         action="store_false",
         help="do not run the lane relaxation beside the solver (to measure what it adds)",
+    )
+    parser.add_argument(
+        "--lanes-first",
+        dest="lane_bound",
+        action="store_const",
+        const="first",
+        help="run the lane relaxation first, with all the time, then the coupled LP (solve's lane_bound='first')",
     )
     parser.add_argument(
         "--target-slots", type=int, default=None, help="slot chosen for about this many slots over the makespan"

@@ -20,6 +20,7 @@ from benchmarks import bound_comparison
 from formulation import lane_kernel
 from formulation.cluster import Cluster
 from formulation.discretize import SlottedProblem, choose_slot, discretize
+from formulation.errors import DuettoInputError
 from formulation.generator import generate_instance
 from formulation.instance import Instance, Job
 from formulation.interference import TableInterference
@@ -280,6 +281,25 @@ def test_solve_runs_the_lanes_where_they_converge_and_says_why_not_elsewhere() -
     assert makespan.stats["lane_bound"]["status"].startswith("skipped: total JCT")
     off = solve(instance, "cpsat", time_limit=5, lane_bound=False)
     assert off.stats["lane_bound"] is None
+
+
+def test_solve_can_run_the_lanes_first_where_they_would_not_converge() -> None:
+    # 24 jobs in 6 s: skipped by default (above); asked first, the lanes run and their bound, if one
+    # came, is below the schedule
+    large = solve(generate_instance(24, 1, 8, 0), "cpsat", time_limit=6, lane_bound="first")
+    lanes = large.stats["lane_bound"]
+    assert not lanes["status"].startswith("skipped") and lanes["rounds"] >= 1
+    assert lanes["bound_slots"] is None or lanes["bound_slots"] <= large.stats["objective_slots"] + 1e-6
+    # where there is time for both: the lanes converge first, then the coupled LP runs too
+    instance = generate_instance(7, 1, 4, 1, memory_pressure=0.6)
+    result = solve(instance, "highs", time_limit=20, slot=choose_slot(instance, 40), lane_bound="first")
+    assert result.stats["lane_bound"]["status"] == "optimal"
+    assert result.stats["coupled_bound"]["bound_slots"] is not None
+    best = max(result.stats["lane_bound"]["bound_slots"], result.stats["coupled_bound"]["bound_slots"])
+    assert result.stats["bound_slots"] >= math.ceil(best - 1e-5)
+    with pytest.raises(DuettoInputError) as info:
+        solve(instance, "highs", time_limit=5, lane_bound="last")  # type: ignore[arg-type]
+    assert info.value.field == "lane_bound"
 
 
 @pytest.mark.parametrize("seed", range(2))
