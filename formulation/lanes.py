@@ -332,6 +332,31 @@ class Duals:
         )
 
 
+class _SlotIndex:
+    """Rows filed by a key (a job, a pair of jobs) with the slot each is about: which rows of a key lie in
+    a stretch of slots (numpy arrays made once per key after each change)."""
+
+    def __init__(self) -> None:
+        self._lists: dict[Any, tuple[list[int], list[int]]] = {}
+        self._arrays: dict[Any, tuple[np.ndarray, np.ndarray]] = {}
+
+    def add(self, key: Any, slot: int, row: int) -> None:
+        slots, rows = self._lists.setdefault(key, ([], []))
+        slots.append(slot)
+        rows.append(row)
+        self._arrays.pop(key, None)
+
+    def rows(self, key: Any, lo: int, hi: int, first: int = 0) -> np.ndarray:
+        """The rows ``≥ first`` filed under ``key`` whose slot is in ``[lo, hi)``."""
+        if key not in self._lists:
+            return np.zeros(0, dtype=np.int64)
+        if key not in self._arrays:
+            slots_list, rows_list = self._lists[key]
+            self._arrays[key] = (np.array(slots_list, dtype=np.int64), np.array(rows_list, dtype=np.int64))
+        slots, rows = self._arrays[key]
+        return rows[(slots >= lo) & (slots < hi) & (rows >= first)]
+
+
 class _CoverRows:
     """The master's cover rows over sets of jobs too wide to run all at once, added as cutting planes
     where the LP violates them.
@@ -365,9 +390,8 @@ class _CoverRows:
         self.slot: list[int] = []  # r -> t
         self.rows: list[int] = []  # r -> the master's row
         self.known: set[tuple[tuple[int, ...], int]] = set()
-        # each row under every pair of its jobs: (i, k) -> (slots, rows), for a lane's coefficients
-        self._by_pair: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
-        self._by_pair_arrays: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        # each row under every pair (i < k) of its jobs, for a lane's coefficients
+        self._by_pair = _SlotIndex()
         # every (row, job, slot) and every (row, ordered pair of its jobs, slot), flat, for the duals'
         # prices; as arrays with each row's e_Q and right-hand side, made once per batch of rows
         self._members: list[tuple[int, int, int]] = []
@@ -390,19 +414,7 @@ class _CoverRows:
         self._flat = None
         for a in range(len(jobs)):
             for b in range(a + 1, len(jobs)):
-                slots, rows = self._by_pair.setdefault((jobs[a], jobs[b]), ([], []))
-                slots.append(slot)
-                rows.append(r)
-                self._by_pair_arrays.pop((jobs[a], jobs[b]), None)
-
-    def _pair_rows(self, i: int, k: int) -> tuple[np.ndarray, np.ndarray] | None:
-        key = (i, k) if i < k else (k, i)
-        if key not in self._by_pair:
-            return None
-        if key not in self._by_pair_arrays:
-            slots, rows = self._by_pair[key]
-            self._by_pair_arrays[key] = (np.array(slots, dtype=np.int64), np.array(rows, dtype=np.int64))
-        return self._by_pair_arrays[key]
+                self._by_pair.add((jobs[a], jobs[b]), slot, r)
 
     def coefficients(self, lane: Lane, first: int = 0) -> dict[int, float]:
         """The lane's coefficient in each row ``r ≥ first`` that it enters (by ``r``): 1 per slot in
@@ -410,12 +422,8 @@ class _CoverRows:
         out: dict[int, float] = {}
         if len(self.rows) <= first:
             return out
-        for i, k, lo, hi in _overlaps(lane):
-            found = self._pair_rows(i, k)
-            if found is None:
-                continue
-            slots, rows = found
-            for r in rows[(slots >= lo) & (slots < hi) & (rows >= first)]:
+        for i, k, lo, hi in _overlaps(lane):  # i < k
+            for r in self._by_pair.rows((i, k), lo, hi, first):
                 out[int(r)] = out.get(int(r), 0.0) + 1.0
         return out
 
@@ -657,8 +665,7 @@ class _Master:
         self.keys: set[tuple[tuple[int, int, int], ...]] = set()
         # the cover rows' running columns (:meth:`_running`): (j, t) -> (its row, its column)
         self.running: dict[tuple[int, int], tuple[int, int]] = {}
-        self._running_slots: dict[int, tuple[list[int], list[int]]] = {}
-        self._running_arrays: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._running_by_job = _SlotIndex()  # their rows under their job
 
     def add(self, lanes: list[Lane]) -> int:
         added = 0
@@ -762,26 +769,14 @@ class _Master:
         )
         for number, key in enumerate(new):
             self.running[key] = (base + number, self.columns + number)
-            rows = self._running_slots.setdefault(key[0], ([], []))
-            rows[0].append(key[1])
-            rows[1].append(base + number)
-            self._running_arrays.pop(key[0], None)
+            self._running_by_job.add(key[0], key[1], base + number)
         self.columns += len(new)
 
     def _running_rows(self, lane: Lane) -> dict[int, float]:
         """A lane's coefficients in the rows of :meth:`_running`: −1 per ``R_jt`` whose job it runs at ``t``."""
         out: dict[int, float] = {}
         for e in lane.entries:
-            if e.job not in self._running_slots:
-                continue
-            if e.job not in self._running_arrays:
-                slots_list, rows_list = self._running_slots[e.job]
-                self._running_arrays[e.job] = (
-                    np.array(slots_list, dtype=np.int64),
-                    np.array(rows_list, dtype=np.int64),
-                )
-            slots, rows = self._running_arrays[e.job]
-            for row in rows[(slots >= e.start) & (slots < e.end)]:
+            for row in self._running_by_job.rows(e.job, e.start, e.end):
                 out[int(row)] = out.get(int(row), 0.0) - 1.0
         return out
 

@@ -772,7 +772,7 @@ class _Settings:
     policy_warm_start: bool = True
     local_search: bool = True
     coupled_bound: bool = True
-    lane_bound: bool | str = True
+    lane_bound: bool | Literal["first"] = True
 
     @property
     def kwargs(self) -> dict[str, Any]:
