@@ -42,6 +42,7 @@ from formulation.lanes import (
 )
 from formulation.paths import shared_data_dir
 from formulation.speed import Profile
+from formulation.validator import validate
 from heuristics.simulator import simulate
 from solvers import SolveStatus, solve
 from solvers.warmstart import warm_start
@@ -286,13 +287,16 @@ def test_solve_runs_the_lanes_where_they_converge_and_says_why_not_elsewhere() -
 def test_solve_can_run_the_lanes_first_where_they_would_not_converge() -> None:
     # 24 jobs in 6 s: skipped by default (above); asked first, the lanes run and their bound, if one
     # came, is below the schedule
-    large = solve(generate_instance(24, 1, 8, 0), "cpsat", time_limit=6, lane_bound="first")
+    big = generate_instance(24, 1, 8, 0)
+    large = solve(big, "cpsat", time_limit=6, lane_bound="first")
+    assert large.schedule is not None and validate(big, large.schedule).ok
     lanes = large.stats["lane_bound"]
     assert not lanes["status"].startswith("skipped") and lanes["rounds"] >= 1
     assert lanes["bound_slots"] is None or lanes["bound_slots"] <= large.stats["objective_slots"] + 1e-6
     # where there is time for both: the lanes converge first, then the coupled LP runs too
     instance = generate_instance(7, 1, 4, 1, memory_pressure=0.6)
     result = solve(instance, "highs", time_limit=20, slot=choose_slot(instance, 40), lane_bound="first")
+    assert result.schedule is not None and validate(instance, result.schedule).ok
     assert result.stats["lane_bound"]["status"] == "optimal"
     assert result.stats["coupled_bound"]["bound_slots"] is not None
     best = max(result.stats["lane_bound"]["bound_slots"], result.stats["coupled_bound"]["bound_slots"])
