@@ -47,6 +47,7 @@ from formulation.errors import DuettoInputError
 from formulation.generator import generate_instance
 from formulation.validator import validate
 from solvers import SolverUnavailableError, solve
+from solvers.api import LaneOrder
 from solvers.backends import check_available, resolve
 
 Arrivals = Literal["zero", "poisson"]
@@ -138,7 +139,7 @@ def run_one(
     slot: float | None = None,
     target_slots: int | None = None,
     objective: str = "jct",
-    lane_bound: bool | Literal["first"] = True,
+    lane_bound: LaneOrder = True,
 ) -> dict[str, Any]:
     """Solve one instance of the family; a row of the CSV.
 
@@ -162,8 +163,8 @@ def run_one(
     objective
         ``"jct"`` or ``"makespan"``.
     lane_bound
-        Let :func:`solvers.solve` run the lane relaxation too (``"first"``: before the coupled LP, with
-        all the time).
+        How :func:`solvers.solve` runs the lane relaxation (its ``lane_bound``: by default before the
+        coupled LP, ``"after"`` it, ``False`` not at all).
 
     Returns
     -------
@@ -244,7 +245,7 @@ def run_scaling(
     slot: float | None = None,
     target_slots: int | None = None,
     objective: str = "jct",
-    lane_bound: bool | Literal["first"] = True,
+    lane_bound: LaneOrder = True,
     stop_after_unproven: bool = False,
     output: Path | None = None,
     echo: bool = True,
@@ -480,7 +481,16 @@ def _parser() -> argparse.ArgumentParser:
         dest="lane_bound",
         action="store_const",
         const="first",
-        help="run the lane relaxation first, with all the time, then the coupled LP (solve's lane_bound='first')",
+        help="run the lane relaxation first, with all the time, then the coupled LP, for every solver "
+        "(solve's lane_bound='first'; the default does so except for bnp and portfolio)",
+    )
+    parser.add_argument(
+        "--lanes-after",
+        dest="lane_bound",
+        action="store_const",
+        const="after",
+        help="the coupled LP first, then the lanes where they are expected to converge (solve's "
+        "lane_bound='after', the earlier default)",
     )
     parser.add_argument(
         "--target-slots", type=int, default=None, help="slot chosen for about this many slots over the makespan"

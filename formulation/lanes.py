@@ -963,7 +963,7 @@ class _LanePricing:
         if not (self.compiled and lane_kernel.ready()):
             return self._forward_numpy(value, pair_cost, bonus)
         data = self.data
-        ends_value, ends_arg, kind, back_a, back_b, idle_end = lane_kernel.forward(
+        ends_value, ends_arg, kind, back_a, back_b, idle_end, carry = lane_kernel.forward(
             np.ascontiguousarray(value, dtype=np.float64),
             np.ascontiguousarray(pair_cost, dtype=np.float64),
             np.ascontiguousarray(self.start_ok),
@@ -976,7 +976,7 @@ class _LanePricing:
             np.ascontiguousarray(bonus if bonus is not None else np.zeros((1, 1, 1)), dtype=np.float64),
             bonus is not None,
         )
-        self.kind, self.back_a, self.back_b, self.idle_end = kind, back_a, back_b, idle_end
+        self.kind, self.back_a, self.back_b, self.idle_end, self.carry = kind, back_a, back_b, idle_end, carry
         return ends_value, [(int(s), int(e)) for s, e in ends_arg]
 
     def _forward_numpy(
@@ -1095,7 +1095,7 @@ class _LanePricing:
             if idle[t] > idle[t + 1]:
                 idle[t + 1] = idle[t]
                 idle_end[t + 1] = (-1, -1)
-        self.kind, self.back_a, self.back_b, self.idle_end = kind, back_a, back_b, idle_end
+        self.kind, self.back_a, self.back_b, self.idle_end, self.carry = kind, back_a, back_b, idle_end, carry
         return ends_value, ends_arg
 
     def _backtrack(self, job: int, start: int, end: int) -> Lane:

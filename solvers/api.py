@@ -146,9 +146,27 @@ def check_exact_size(instance: Instance, time_limit: float) -> None:
         )
 
 
+LaneOrder = bool | Literal["first", "after"]
+"""How :func:`solve` runs the lane relaxation beside its solver (its ``lane_bound`` argument)."""
+
+
 def _check_lane_bound(lane_bound: object) -> None:
-    if not (lane_bound is True or lane_bound is False or lane_bound == "first"):
-        raise DuettoInputError(f"must be True, False or 'first', got {lane_bound!r}", field="lane_bound")
+    if not (lane_bound is True or lane_bound is False or lane_bound in ("first", "after")):
+        raise DuettoInputError(f"must be True, False, 'first' or 'after', got {lane_bound!r}", field="lane_bound")
+
+
+def _lanes_first(lane_bound: LaneOrder, tree: bool) -> bool | None:
+    """Whether the lanes run before the coupled LP (``None``: only where they would otherwise be skipped,
+    not expected to converge in the time). By default (``True``) they do, except where they are a tree
+    (``bnp``, ``portfolio``), which runs after the coupled LP where it is expected to converge and first
+    where not. Measured on 27 instances (cpsat, 60 s, 12-50 jobs, one 8-GPU node or two of 4, all jobs
+    at 0 or Poisson arrivals), the lanes first never gave a lower bound and up to a 13 % higher one
+    (docs/oracle.md, "The lanes first, by default")."""
+    if lane_bound == "first":
+        return True
+    if lane_bound is True:
+        return None if tree else True
+    return False
 
 
 def _check_arguments(time_limit: float, slot: float | None, objective: str) -> None:
@@ -478,7 +496,7 @@ def solve(
     policy_warm_start: bool = True,
     local_search: bool = True,
     coupled_bound: bool = True,
-    lane_bound: bool | Literal["first"] = True,
+    lane_bound: LaneOrder = True,
     export_model: str | Path | None = None,
     horizon_slots: int | None = None,
     units_per_slot: int | None = None,
@@ -524,14 +542,17 @@ def solve(
     lane_bound
         On the same thread, also solve the lane relaxation by column generation
         (:func:`formulation.lanes.lane_bound`: one column per GPU's sequence of jobs; total JCT with
-        two jobs per GPU), where its column generation is expected to converge in the time
-        (:func:`formulation.lanes.expected_lane_seconds` × :data:`CONTENTION`). With ``coupled_bound``
-        the coupled LP then gets at most :data:`COUPLED_SHARE` of the time and the lanes what it
-        leaves, if that still suffices; the larger bound is reported. ``"first"``: the lanes first, with
+        two jobs per GPU); the larger bound is reported. ``True`` (the default): the lanes first, with
         all the time and no convergence estimate (their Lagrangian bound holds whenever they stop), then
-        the coupled LP with what they leave. Measured at 50 jobs on one 8-GPU node, all jobs at 0
-        (``cpsat``, 60 s, seeds 0-2): gaps 23.9 / 21.9 / 23.3 % against 27.4 / 30.7 / 32.2 % by
-        default. Not the default: not measured where the coupled LP is fast and strong (arrivals).
+        the coupled LP with what they leave; for ``bnp`` and ``portfolio``, whose lanes are a
+        branch-and-price tree, as ``"after"`` where the tree's root is expected to converge in the time
+        and first where not. ``"first"``: the lanes first for every solver. ``"after"``: the
+        coupled LP first with at most :data:`COUPLED_SHARE` of the time, then the lanes with what it
+        leaves, only where their column generation is expected to converge in it
+        (:func:`formulation.lanes.expected_lane_seconds` × :data:`CONTENTION`). Measured (``cpsat``,
+        60 s, seeds 0-2; docs/oracle.md): at 50 jobs on one 8-GPU node, all jobs at 0, gaps 23.9 /
+        21.9 / 23.3 % with the lanes first against 27.4 / 30.7 / 32.2 % after; at 12-32 jobs and with
+        Poisson arrivals the bound was the same or higher on every instance.
     export_model
         Write the Pyomo model of the same problem to this ``.mps`` / ``.lp`` file before solving.
     horizon_slots
@@ -698,7 +719,7 @@ def solve_many(
     policy_warm_start: bool = True,
     local_search: bool = True,
     coupled_bound: bool = True,
-    lane_bound: bool | Literal["first"] = True,
+    lane_bound: LaneOrder = True,
     horizon_slots: int | None = None,
     units_per_slot: int | None = None,
     options: Mapping[str, Any] | None = None,
@@ -772,7 +793,7 @@ class _Settings:
     policy_warm_start: bool = True
     local_search: bool = True
     coupled_bound: bool = True
-    lane_bound: bool | Literal["first"] = True
+    lane_bound: LaneOrder = True
 
     @property
     def kwargs(self) -> dict[str, Any]:
@@ -907,7 +928,7 @@ def _solve_problem(
             tree=branch_and_price or spec.name == "portfolio",
             leaf_check=leaf_checker,
             began=began,
-            lanes_first=settings.lane_bound == "first",
+            lanes_first=_lanes_first(settings.lane_bound, branch_and_price or spec.name == "portfolio"),
         )
     try:
         if time.time() < deadline - margin and not primal and relaxation is not None:
@@ -1227,10 +1248,9 @@ class _Relaxations:
         tree: bool = False,
         leaf_check: _LeafChecker | None = None,
         began: float | None = None,
-        lanes_first: bool = False,
+        lanes_first: bool | None = False,
     ) -> None:
         self.tree = tree
-        self.lanes_first = lanes_first
         self.leaf_check = leaf_check
         self.began = time.time() if began is None else began
         self.own_bound = -math.inf  # the best bound this thread has offered (slot units)
@@ -1250,8 +1270,12 @@ class _Relaxations:
         if lanes:
             self.lanes_skipped = lane_skip_reason(problem)
             self.lane_seconds = CONTENTION * expected_lane_seconds(problem) if self.lanes_skipped is None else 0.0
-            if self.lanes_skipped is None and self.lane_seconds > deadline - time.time() and not lanes_first:
-                self.lanes_skipped = "not expected to converge in the time limit"
+            if self.lanes_skipped is None and self.lane_seconds > deadline - time.time():
+                if lanes_first is None:  # rather than skipped: their Lagrangian bound holds whenever they stop
+                    lanes_first = True
+                elif not lanes_first:
+                    self.lanes_skipped = "not expected to converge in the time limit"
+        self.lanes_first = bool(lanes_first)
         self.lanes = lanes and self.lanes_skipped is None
         self.cancel = threading.Event()
         self.thread = threading.Thread(target=self._run, args=(problem, deadline), name="relaxations", daemon=True)
@@ -1394,6 +1418,7 @@ class _Relaxations:
                 self.tracker.lanes = summary
         if self.tracker.lanes is not None:
             self.tracker.lanes["method"] = "branch-and-price" if self.tree else "lane LP"
+            self.tracker.lanes["order"] = "first" if self.lanes_first else "after"
 
     def _record_coupled(self) -> None:
         # a finer LP still being solved at the deadline leaves the best one proven before it
@@ -1401,7 +1426,10 @@ class _Relaxations:
         if self.error is not None:
             self.tracker.relaxation = {"status": f"failed: {self.error}"}
         elif outcome is None:
-            self.tracker.relaxation = {"status": "time_limit"}
+            status = "time_limit"
+            if not self.thread.is_alive() and _proven_optimal(self.tracker):
+                status = "not run: the solve was proven optimal first"  # the lanes had the time before it
+            self.tracker.relaxation = {"status": status}
         else:
             self.tracker.relaxation = {
                 "status": outcome.status,

@@ -173,6 +173,25 @@ def test_branch_and_price_is_anytime_and_honours_the_time_limit() -> None:
     tree = result.stats["lane_bound"]
     assert tree["status"].startswith(("skipped", "time_limit", "stopped", "not run", "cancelled", "open"))
     assert "leaf_check_seconds" in tree
+    # the tree's default: after the coupled LP's share where its root is expected to converge (then skipped
+    # if the coupled LP left too little), else first; never skipped from the start
+    assert tree["order"] in ("first", "after")
+    assert tree["status"] != "skipped: not expected to converge in the time limit"
+
+
+def test_the_tree_runs_first_where_it_would_not_converge_after_the_coupled_lp() -> None:
+    # 24 jobs in 6 s: the root is not expected to converge, so the tree runs first rather than not at
+    # all (before, it was skipped and the bound was the coupled LP's)
+    instance = generate_instance(24, 1, 8, 0)
+    result = solve(instance, "bnp", time_limit=6)
+    assert result.schedule is not None and validate(instance, result.schedule).ok
+    tree = result.stats["lane_bound"]
+    assert tree["order"] == "first" and tree["method"] == "branch-and-price"
+    assert not tree["status"].startswith("skipped")
+    assert tree["bound_slots"] is None or tree["bound_slots"] <= result.stats["objective_slots"] + 1e-6
+    after = solve(instance, "bnp", time_limit=6, lane_bound="after")
+    assert after.stats["lane_bound"]["status"] == "skipped: not expected to converge in the time limit"
+    assert after.schedule is not None and validate(instance, after.schedule).ok
 
 
 @pytest.mark.parametrize("name", ["coarse_n8_M4_s2", "coarse_n12_M4_s3"])

@@ -43,7 +43,7 @@ def test_coupled_bound_is_exact_where_the_per_job_bound_is_not() -> None:
     assert math.ceil(bound.value - 1e-6) == 40
     # of the 30 busy GPU-slots (10 per job), a and b spend 10 on one GPU together
     assert bound.shared_fraction == pytest.approx(1 / 3, abs=0.01)
-    result = solve(instance, "cpsat", time_limit=20, slot=1.0)
+    result = solve(instance, "cpsat", time_limit=20, slot=1.0, lane_bound="after")  # the coupled LP first
     assert result.status is SolveStatus.OPTIMAL
     assert result.objective == pytest.approx(40.0)
     assert result.stats["coupled_bound"]["status"] == "optimal"
@@ -56,7 +56,7 @@ def test_coupled_bound_never_exceeds_a_proven_optimum(seed: int) -> None:
     # that CP-SAT proves it quickly): the bound of the whole problem (no windows) and of the windowed
     # one reported by solve must both stay below the proven optimum
     instance = generate_instance(7, 1, 4, seed, memory_pressure=0.6)
-    result = solve(instance, "cpsat", time_limit=30, slot=choose_slot(instance, 40))
+    result = solve(instance, "cpsat", time_limit=30, slot=choose_slot(instance, 40), lane_bound="after")
     assert result.status is SolveStatus.OPTIMAL
     optimum = result.stats["objective_slots"]
     problem = discretize(instance, slot=result.stats["problem"]["slot_seconds"])
@@ -81,7 +81,7 @@ def test_coupled_bound_raises_the_reported_bound_on_a_contended_instance() -> No
     # reported gap shrinks
     instance = generate_instance(12, 2, 4, 0)
     slot = choose_slot(instance, 40)
-    with_lp = solve(instance, "highs", time_limit=8, slot=slot)
+    with_lp = solve(instance, "highs", time_limit=8, slot=slot, lane_bound="after")  # the coupled LP first
     summary = with_lp.stats["coupled_bound"]
     assert summary["status"] == "optimal"
     problem = discretize(instance, slot=slot)

@@ -52,7 +52,10 @@ def test_json_summary_and_schedule_file(
     out = tmp_path / "schedule.json"
     result = runner.invoke(
         app,
-        ["solve", str(path), "--solver", "cpsat", "--time-limit", "30", "--slot", str(slot), "--json", "-o", str(out)],
+        [
+            *("solve", str(path), "--solver", "cpsat", "--time-limit", "30", "--slot", str(slot)),
+            *("--json", "-o", str(out), "--lanes-after"),
+        ],
     )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
@@ -60,7 +63,8 @@ def test_json_summary_and_schedule_file(
         assert key in summary
     assert summary["status"] == "optimal" and summary["gap"] == 0.0
     assert summary["objective"] == summary["bound"]
-    coupled = summary["stats"]["coupled_bound"]  # the pair-coupled LP ran beside CP-SAT
+    coupled = summary["stats"]["coupled_bound"]  # the pair-coupled LP ran beside CP-SAT, before the lanes
+    assert summary["stats"]["lane_bound"]["order"] == "after"
     assert coupled["status"] == "optimal" and coupled["bound_slots"] <= summary["stats"]["objective_slots"] + 1e-6
     assert coupled["bound_seconds"] <= summary["objective"] + 1e-6
     without = runner.invoke(
@@ -68,6 +72,7 @@ def test_json_summary_and_schedule_file(
     )
     assert without.exit_code == 0, without.output
     assert json.loads(without.stdout)["stats"]["coupled_bound"] is None
+    assert json.loads(without.stdout)["stats"]["lane_bound"]["order"] == "first"  # the default
     instance = io.load_instance(path)
     schedule = io.load_schedule(out)
     assert schedule.slot == slot and schedule.producer == "cpsat"

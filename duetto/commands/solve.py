@@ -53,7 +53,7 @@ def _print_result(result: Result) -> None:
                 tree = f"{relaxation['nodes']} nodes, {relaxation['leaf_checks']} leaf checks"
                 text += f" ({tree}, {relaxation['status']})"
             elif key == "lane_bound":
-                text += f" ({relaxation['rounds']} rounds)"
+                text += f" ({relaxation['rounds']} rounds, {relaxation.get('order', 'after')} the coupled LP)"
         else:
             text = str(relaxation["status"])
         table.add_row(label, text)
@@ -133,6 +133,17 @@ def register(app: typer.Typer) -> None:
                 help="also solve the lane relaxation by column generation (one column per GPU's jobs)",
             ),
         ] = True,
+        lanes_first: Annotated[
+            bool | None,
+            typer.Option(
+                "--lanes-first/--lanes-after",
+                help=(
+                    "run the lane relaxation before the coupled LP, with all the time (default, except"
+                    " for bnp and portfolio), or after it, only where it is expected to converge"
+                ),
+                show_default=False,
+            ),
+        ] = None,
         split_bound: Annotated[
             bool,
             typer.Option(
@@ -170,7 +181,7 @@ def register(app: typer.Typer) -> None:
             "policy_warm_start": policy_warm_start,
             "local_search": local_search,
             "coupled_bound": coupled_bound,
-            "lane_bound": lane_bound,
+            "lane_bound": lane_bound and (True if lanes_first is None else "first" if lanes_first else "after"),
         }
         show = not quiet and not json_output and error_console.is_terminal
         if show:
