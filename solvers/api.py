@@ -1230,12 +1230,15 @@ converged within about 30 s beside CP-SAT)."""
 
 
 class _Relaxations:
-    """The relaxations on a thread of the parent while the solver's worker runs: the pair-coupled LP
-    (:func:`formulation.relaxation.refined_coupled_bound`: coarse windows, then finer ones while it
-    is the best bound), then the lane relaxation (:func:`formulation.lanes.lane_bound`) with the time
-    left. HiGHS releases the GIL and both stop at the deadline. Each bound they prove is offered to the
-    tracker like the solver's own. Once the solve is proven optimal they are cancelled rather than
-    waited for."""
+    """The relaxations on a thread of the parent while the solver's worker runs: the lane relaxation
+    (:func:`formulation.lanes.lane_bound`, or the tree :func:`formulation.lane_tree.lane_tree_bound`)
+    and the pair-coupled LP (:func:`formulation.relaxation.refined_coupled_bound`: coarse windows, then
+    finer ones while it is the best bound), one after the other (``lanes_first``: ``True`` the lanes
+    first with all the time; ``False`` the coupled LP first with a share, then the lanes only where
+    they are expected to converge in what it leaves; ``None`` the latter, but the lanes first where
+    they would be skipped from the start). HiGHS releases the GIL and both stop at the deadline. Each
+    bound they prove is offered to the tracker like the solver's own. Once the solve is proven optimal
+    they are cancelled rather than waited for."""
 
     def __init__(
         self,
@@ -1263,9 +1266,10 @@ class _Relaxations:
         self.tracker = tracker
         self.problem = problem
         self.coupled = coupled
-        # the lanes run only where their column generation is expected to converge: at 24 jobs on 8
-        # GPUs in a minute it would not, and would only take time from the coupled LP
+        # after the coupled LP, the lanes run only where their column generation is expected to converge
+        # (at 24 jobs on 8 GPUs in a minute it would not); first, they run whatever the estimate
         self.lanes_skipped: str | None = None
+        self.coupled_started = False
         self.lane_seconds = 0.0
         if lanes:
             self.lanes_skipped = lane_skip_reason(problem)
@@ -1304,6 +1308,7 @@ class _Relaxations:
         return self.cancel.is_set() or _proven_optimal(self.tracker) or time.time() >= deadline
 
     def _coupled(self, problem: SlottedProblem, deadline: float, share: float) -> None:
+        self.coupled_started = True
         try:
             outcome = refined_coupled_bound(
                 problem,
@@ -1427,8 +1432,9 @@ class _Relaxations:
             self.tracker.relaxation = {"status": f"failed: {self.error}"}
         elif outcome is None:
             status = "time_limit"
-            if not self.thread.is_alive() and _proven_optimal(self.tracker):
-                status = "not run: the solve was proven optimal first"  # the lanes had the time before it
+            if not self.coupled_started:  # the lanes ran first
+                proven = _proven_optimal(self.tracker)
+                status = "not run: " + ("the solve was proven optimal first" if proven else "the lanes took the time")
             self.tracker.relaxation = {"status": status}
         else:
             self.tracker.relaxation = {

@@ -53,7 +53,8 @@ def _print_result(result: Result) -> None:
                 tree = f"{relaxation['nodes']} nodes, {relaxation['leaf_checks']} leaf checks"
                 text += f" ({tree}, {relaxation['status']})"
             elif key == "lane_bound":
-                text += f" ({relaxation['rounds']} rounds, {relaxation.get('order', 'after')} the coupled LP)"
+                when = "before" if relaxation.get("order") == "first" else "after"
+                text += f" ({relaxation['rounds']} rounds, {when} the coupled LP)"
         else:
             text = str(relaxation["status"])
         table.add_row(label, text)
