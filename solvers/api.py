@@ -155,16 +155,24 @@ def _check_lane_bound(lane_bound: object) -> None:
         raise DuettoInputError(f"must be True, False, 'first' or 'after', got {lane_bound!r}", field="lane_bound")
 
 
-def _lanes_first(lane_bound: LaneOrder, tree: bool) -> bool | None:
-    """Whether the lanes run before the coupled LP (``None``: only where they would otherwise be skipped,
-    not expected to converge in the time). By default (``True``) they do, except where they are a tree
-    (``bnp``, ``portfolio``), which runs after the coupled LP where it is expected to converge and first
-    where not. Measured on 27 instances (cpsat, 60 s, 12-50 jobs, one 8-GPU node or two of 4, all jobs
-    at 0 or Poisson arrivals), the lanes first never gave a lower bound and up to a 13 % higher one
-    (docs/oracle.md, "The lanes first, by default")."""
+LANES_FIRST_MIN_SECONDS = 5.0
+"""By default the lanes run first only with at least this much time left: setting them up (the first
+time in a process, importing the compiled pricing) costs a fraction of a second, which a solve of a few
+tenths cannot spare (30 jobs in 0.3 s: 0.66 s), and in a few seconds they bound nothing the coupled LP
+does not. With less, they run after the coupled LP where they are expected to converge."""
+
+
+def _lanes_first(lane_bound: LaneOrder, tree: bool, seconds: float) -> bool | None:
+    """Whether the lanes run before the coupled LP, given ``seconds`` left (``None``: only where they would
+    otherwise be skipped, not expected to converge in the time). By default (``True``) they do, except
+    where they are a tree (``bnp``, ``portfolio``), which runs after the coupled LP where it is expected to
+    converge and first where not; neither with less than :data:`LANES_FIRST_MIN_SECONDS`. Measured on 27
+    instances (cpsat, 60 s, 12-50 jobs, one 8-GPU node or two of 4, all jobs at 0 or Poisson arrivals),
+    the lanes first never gave a lower bound and up to a 13 % higher one (docs/oracle.md, "The lanes
+    first, by default")."""
     if lane_bound == "first":
         return True
-    if lane_bound is True:
+    if lane_bound is True and seconds >= LANES_FIRST_MIN_SECONDS:
         return None if tree else True
     return False
 
@@ -544,7 +552,8 @@ def solve(
         (:func:`formulation.lanes.lane_bound`: one column per GPU's sequence of jobs; total JCT with
         two jobs per GPU); the larger bound is reported. ``True`` (the default): the lanes first, with
         all the time and no convergence estimate (their Lagrangian bound holds whenever they stop), then
-        the coupled LP with what they leave; for ``bnp`` and ``portfolio``, whose lanes are a
+        the coupled LP with what they leave, given at least :data:`LANES_FIRST_MIN_SECONDS` (else as
+        ``"after"``); for ``bnp`` and ``portfolio``, whose lanes are a
         branch-and-price tree, as ``"after"`` where the tree's root is expected to converge in the time
         and first where not. ``"first"``: the lanes first for every solver. ``"after"``: the
         coupled LP first with at most :data:`COUPLED_SHARE` of the time, then the lanes with what it
@@ -928,7 +937,9 @@ def _solve_problem(
             tree=branch_and_price or spec.name == "portfolio",
             leaf_check=leaf_checker,
             began=began,
-            lanes_first=_lanes_first(settings.lane_bound, branch_and_price or spec.name == "portfolio"),
+            lanes_first=_lanes_first(
+                settings.lane_bound, branch_and_price or spec.name == "portfolio", deadline - margin - time.time()
+            ),
         )
     try:
         if time.time() < deadline - margin and not primal and relaxation is not None:

@@ -179,7 +179,7 @@ def test_branch_and_price_is_anytime_and_honours_the_time_limit() -> None:
     assert tree["status"] != "skipped: not expected to converge in the time limit"
 
 
-def test_the_tree_runs_first_where_it_would_not_converge_after_the_coupled_lp() -> None:
+def test_the_tree_runs_first_where_it_would_not_converge_in_the_time() -> None:
     # 24 jobs in 6 s: the root is not expected to converge, so the tree runs first rather than not at
     # all (before, it was skipped and the bound was the coupled LP's)
     instance = generate_instance(24, 1, 8, 0)

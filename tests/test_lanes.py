@@ -291,10 +291,14 @@ def test_solve_runs_the_lanes_where_they_converge_and_says_why_not_elsewhere() -
 def test_the_lanes_order_by_solver() -> None:
     # the lanes first for cpsat and highs; for a tree (bnp, portfolio) only where it would otherwise be
     # skipped (None); "first" and "after" as asked
-    assert _lanes_first(True, tree=False) is True
-    assert _lanes_first(True, tree=True) is None
-    assert _lanes_first("first", tree=True) is True
-    assert _lanes_first("after", tree=False) is False
+    assert _lanes_first(True, tree=False, seconds=60) is True
+    assert _lanes_first(True, tree=True, seconds=60) is None
+    assert _lanes_first("first", tree=True, seconds=60) is True
+    assert _lanes_first("after", tree=False, seconds=60) is False
+    # with a few seconds left, not by default (setting the lanes up would cost what the solve cannot spare)
+    assert _lanes_first(True, tree=False, seconds=1) is False
+    assert _lanes_first(True, tree=True, seconds=1) is False
+    assert _lanes_first("first", tree=False, seconds=1) is True
 
 
 def test_solve_runs_the_lanes_first_by_default_where_they_would_not_converge() -> None:

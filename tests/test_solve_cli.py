@@ -143,6 +143,7 @@ def test_bad_input_gives_one_line_errors(
         (["solve", str(tmp_path / "missing.json")], "file not found"),
         (["solve", str(path), "--export-model", str(tmp_path / "model.txt")], ".mps or .lp"),
         (["solve", str(path), "--solver", "pyomo:cbc", "-t", "20"], "cbc"),
+        (["solve", str(path), "--no-lane-bound", "--lanes-after"], "--no-lane-bound"),
     ]
     for args, expected in cases:
         result = runner.invoke(app, args)

@@ -167,6 +167,8 @@ def register(app: typer.Typer) -> None:
 
         if threads is not None and threads < 1:
             fail(f"--threads must be >= 1, got {threads}")
+        if lanes_first is not None and not lane_bound:
+            fail("--lanes-first / --lanes-after order the lane bound: they cannot go with --no-lane-bound")
         instance = load_instance(instance_path)
         initial = load_schedule(warm_start) if warm_start is not None else None
         options: dict[str, Any] = {}
