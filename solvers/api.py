@@ -928,18 +928,17 @@ def _solve_problem(
         leaf_checker = _LeafChecker(payload, tracker, deadline + grace)
     relaxation = None
     if settings.coupled_bound or settings.lane_bound or branch_and_price:
+        tree = branch_and_price or spec.name == "portfolio"
         relaxation = _Relaxations(
             problem,
             tracker,
             deadline - margin,
             coupled=settings.coupled_bound,
             lanes=bool(settings.lane_bound) or branch_and_price,
-            tree=branch_and_price or spec.name == "portfolio",
+            tree=tree,
             leaf_check=leaf_checker,
             began=began,
-            lanes_first=_lanes_first(
-                settings.lane_bound, branch_and_price or spec.name == "portfolio", deadline - margin - time.time()
-            ),
+            lanes_first=_lanes_first(settings.lane_bound, tree, deadline - margin - time.time()),
         )
     try:
         if time.time() < deadline - margin and not primal and relaxation is not None:
@@ -1443,7 +1442,7 @@ class _Relaxations:
             self.tracker.relaxation = {"status": f"failed: {self.error}"}
         elif outcome is None:
             status = "time_limit"
-            if not self.coupled_started:  # the lanes ran first
+            if self.lanes_first and not self.coupled_started:
                 proven = _proven_optimal(self.tracker)
                 status = "not run: " + ("the solve was proven optimal first" if proven else "the lanes took the time")
             self.tracker.relaxation = {"status": status}
