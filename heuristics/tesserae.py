@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from formulation.errors import DuettoInputError
 from heuristics.core import ClusterView
@@ -36,6 +35,17 @@ from heuristics.muri import DEFAULT_ROUND_LENGTH, LASOrdering, RoundBasedPolicy,
 from heuristics.placement import InstanceFacts
 from heuristics.registry import register_policy
 from heuristics.tiresias import DEFAULT_PROMOTE_KNOB, DEFAULT_THRESHOLDS
+
+
+def _hungarian(cost: np.ndarray, maximize: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`scipy.optimize.linear_sum_assignment`, imported on first use: importing ``scipy.optimize``
+    takes 0.1-0.2 s, and every policy look-up imports this module (the first exact solve's warm start
+    did, inside its time limit)."""
+    from scipy.optimize import linear_sum_assignment as assign
+
+    rows, cols = assign(cost, maximize=maximize)
+    return rows, cols
+
 
 #: Tesserae packs at most two jobs per GPU (§5: "more than two typically does not provide benefits").
 TESSERAE_PACK_LIMIT = 2
@@ -67,7 +77,7 @@ def max_weight_bipartite(weights: np.ndarray) -> list[tuple[int, int]]:
     if matrix.size == 0:
         return []
     matrix = np.where(np.isfinite(matrix) & (matrix > 0), matrix, 0.0)
-    rows, cols = linear_sum_assignment(matrix, maximize=True)
+    rows, cols = _hungarian(matrix, maximize=True)
     return [(int(r), int(c)) for r, c in zip(rows, cols, strict=True) if matrix[r, c] > 0]
 
 
@@ -195,10 +205,10 @@ def minimize_migrations(
     identity = np.arange(gpus_per_node)
     inner: dict[tuple[int, int], np.ndarray] = {}
     for a, b in zip(*np.nonzero(shared), strict=True):
-        rows, cols = linear_sum_assignment(blocks[a, b], maximize=True)
+        rows, cols = _hungarian(blocks[a, b], maximize=True)
         node_cost[a, b] -= 2.0 * float(blocks[a, b][rows, cols].sum())
         inner[(int(a), int(b))] = cols  # old GPU index i (in node a) takes new GPU index cols[i] (in node b)
-    old_nodes, new_nodes = linear_sum_assignment(node_cost)
+    old_nodes, new_nodes = _hungarian(node_cost)
     gpu_map = [0] * num
     node_map = [0] * nodes
     total = 0.0
