@@ -27,6 +27,7 @@ from numba import njit
 
 from heuristics.lookahead import _MEMORY_SLACK as MEMORY_SLACK
 from heuristics.lookahead import REL_TOL
+from heuristics.sjf_bsbf import TIE_TOLERANCE
 
 State = tuple[Any, ...]
 """A tuple of state arrays (see the module docstring)."""
@@ -534,7 +535,7 @@ def _pair_value(s: State, j: int, o: int, x_a: float, used: float, veto: bool) -
     else:
         overlap = shared_b + 0.5 * (x_a - shared_b / xi_a)
     sequential = x_a + halfseq[j]
-    if overlap < sequential:
+    if overlap < sequential - TIE_TOLERANCE * abs(sequential):  # a tie waits (theorem1_share)
         return 1, overlap, mode
     if not veto:
         return 2, sequential, mode

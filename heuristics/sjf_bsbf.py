@@ -52,6 +52,13 @@ class PairDecision:
     sequential_avg: float
 
 
+TIE_TOLERANCE = 1e-9
+"""Relative margin by which sharing must beat waiting in :func:`theorem1_share`. Options that tie
+exactly in real arithmetic differ by rounding only (a few units in the last place), and the rounding
+moves with the CPU's BLAS kernels (the Pollux fits: docs/results.md); within this margin, the pair
+waits. Real differences are far larger (a second's difference on an hour's JCT is 3·10⁻⁴)."""
+
+
 def pair_completion_times(
     t_a: float,
     i_a: float,
@@ -107,7 +114,9 @@ def theorem1_share(
 
     Compares the fully overlapped schedule (κ = 0) with the sequential one (κ = t_A·i_A); by Theorem 1
     no other insertion time gives a smaller average JCT of the pair. Ties mean "wait" (sharing gains
-    nothing and costs interference).
+    nothing and costs interference), within :data:`TIE_TOLERANCE`: with ``ξ_A = ξ_B = 1.5`` (the Pollux
+    loader's default) every pair in which A would finish first is an exact tie, and a plain ``<`` let
+    the last bits of the iteration times decide it.
 
     Parameters
     ----------
@@ -123,7 +132,7 @@ def theorem1_share(
     alone_a = t_a * i_a
     sequential = alone_a + 0.5 * (t_b if t_b_alone is None else t_b_alone) * i_b
     overlap = 0.5 * (t_overlap_a + t_overlap_b)
-    share = overlap < sequential
+    share = overlap < sequential - TIE_TOLERANCE * abs(sequential)
     return PairDecision(share, overlap if share else sequential, overlap, sequential)
 
 

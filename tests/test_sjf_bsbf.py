@@ -13,6 +13,7 @@ from formulation.interference import ConstantInterference, TableInterference
 from formulation.speed import Profile
 from formulation.validator import validate
 from heuristics import simulate
+from heuristics.lookahead import pair_verdict
 from heuristics.sjf_bsbf import ModeOption, best_sub_batch, pair_completion_times, theorem1_share
 
 # --- Theorem 1 ----------------------------------------------------------------------------------------
@@ -67,6 +68,24 @@ def test_theorem1_extremes() -> None:
     heavy = theorem1_share(1.0, 100.0, 3.0, 1.0, 100.0, 3.0)
     assert not heavy.share
     assert heavy.avg_jct == pytest.approx(150.0)  # A at 100, B at 200
+
+
+def test_theorem1_ties_wait_whatever_the_last_bits() -> None:
+    # With ξ_A = ξ_B = 1.5 and A finishing first, overlapping and waiting tie exactly (Castor's Case 2:
+    # the κ coefficient 2ξ_B + ξ_A − 2ξ_Aξ_B is 0, and the paper then waits). These are the numbers of a
+    # tie in the Pollux replay on which a plain ``<`` shared, by rounding alone.
+    t_a, i_a, t_b, i_b = 0.29515622594859403, 110.17823562190688, 0.25481808960297203, 2143.0
+    exact = theorem1_share(t_a, i_a, 1.5, t_b, i_b, 1.5)
+    assert exact.overlap_avg < exact.sequential_avg  # the rounding that used to decide it
+    assert exact.overlap_avg == pytest.approx(exact.sequential_avg, rel=1e-14)
+    assert not exact.share and exact.avg_jct == exact.sequential_avg
+    # the same tie with inputs moved in the ninth digit (another CPU's BLAS fits) waits as well
+    for factor in (1 - 1e-9, 1 + 1e-9):
+        assert not theorem1_share(t_a * factor, i_a, 1.5, t_b, i_b / factor, 1.5).share
+        assert not pair_verdict(t_a * factor, i_a, 1.5, t_b, i_b / factor, 1.5, t_b)[0]
+    # a real gain is not a tie: B shorter than what A has left shares
+    assert theorem1_share(1.0, 100.0, 1.5, 1.0, 50.0, 1.5).share
+    assert pair_verdict(1.0, 100.0, 1.5, 1.0, 50.0, 1.5, 1.0)[0]
 
 
 # --- Algorithm 2 --------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from formulation.instance import Instance
 from heuristics.baselines import PendingQueue
 from heuristics.core import Action, ClusterView, Start
 from heuristics.placement import InstanceFacts
-from heuristics.sjf_bsbf import ModeOption
+from heuristics.sjf_bsbf import TIE_TOLERANCE, ModeOption
 
 #: Relative tolerance of "progress reached I_j" (SPEC.md; the loop's and the validator's REL_TOL).
 REL_TOL = 1e-9
@@ -546,8 +546,8 @@ def pair_verdict(
 ) -> tuple[bool, float]:
     """Theorem 1 inline (same arithmetic as :func:`heuristics.sjf_bsbf.theorem1_share`, no objects).
 
-    Returns ``(share, pair average JCT)``: share now (κ = 0) iff its average completion time is strictly
-    below the sequential one (κ = t_A·i_A).
+    Returns ``(share, pair average JCT)``: share now (κ = 0) iff its average completion time is below
+    the sequential one (κ = t_A·i_A) by more than :data:`~heuristics.sjf_bsbf.TIE_TOLERANCE`.
     """
     alone_a = t_a * i_a
     alone_b = t_b * i_b
@@ -558,7 +558,7 @@ def pair_verdict(
     else:
         overlap = shared_b + 0.5 * (alone_a - shared_b / xi_a)
     sequential = alone_a + 0.5 * t_b_alone * i_b
-    if overlap < sequential:
+    if overlap < sequential - TIE_TOLERANCE * abs(sequential):  # a tie waits (theorem1_share)
         return True, overlap
     return False, sequential
 
