@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from formulation.instance import Instance
-from formulation.validator import ValidationReport
+from formulation.validator import REL_TOL, ValidationReport
 
 #: SJF-BSBF Tables III-IV: "jobs requiring more than 4 GPUs are considered large".
 DEFAULT_LARGE_THRESHOLD = 4
@@ -111,14 +112,23 @@ def sharing_benefits(instance: Instance, report: ValidationReport) -> dict[str, 
     # A GPU is "free of others" for job j when it is free or j is its only occupant, so
     # free_of_others_j(t) = free(t) + alone_j(t); after j ends, alone_j = 0 and the answer is a
     # "first index >= i with free >= k" query, answered from one sorted index list per GPU demand k.
+    # Event times equal in exact arithmetic can differ in their last bits (two jobs' ends, or an end and
+    # another job's start on other GPUs, computed along different paths), leaving slivers in which GPUs
+    # look free together; which side of a sliver a time falls on moves with the CPU's rounding (a job's
+    # benefit 6.2 or 35.8 on a Pollux workload). Times within REL_TOL of one another are one event.
+    snap = _event_snapper(
+        [t for o in occupancy for t in (o.start, o.end)]
+        + list(report.start.values())
+        + list(report.completion.values())
+    )
     deltas: dict[float, int] = defaultdict(int)
     alone: dict[str, list[tuple[float, float]]] = defaultdict(list)
     wanted = set(shared_jobs)
     for item in occupancy:
-        deltas[item.start] += 1
-        deltas[item.end] -= 1
+        deltas[snap(item.start)] += 1
+        deltas[snap(item.end)] -= 1
         if len(item.jobs) == 1 and item.jobs[0] in wanted:
-            alone[item.jobs[0]].append((item.start, item.end))
+            alone[item.jobs[0]].append((snap(item.start), snap(item.end)))
     times = np.asarray(sorted(deltas), dtype=float)
     free = num_gpus - np.cumsum([deltas[t] for t in times.tolist()])
     free_enough: dict[int, np.ndarray] = {}
@@ -127,7 +137,7 @@ def sharing_benefits(instance: Instance, report: ValidationReport) -> dict[str, 
         if job_id not in report.completion or job_id not in report.start:
             continue
         job = instance.job(job_id)
-        start, completion = report.start[job_id], report.completion[job_id]
+        start, completion = snap(report.start[job_id]), snap(report.completion[job_id])
         t_free = math.inf
         # While j runs: candidates are its start and every change point before its completion.
         lo = int(np.searchsorted(times, start, side="right"))
@@ -151,8 +161,24 @@ def sharing_benefits(instance: Instance, report: ValidationReport) -> dict[str, 
                 t_free = max(float(times[ok[position]]), completion)
         if not math.isfinite(t_free):
             continue
-        colocation = completion - job.arrival
+        colocation = report.completion[job_id] - job.arrival
         solo = (t_free - job.arrival) + instance.isolated_duration(job)
         if colocation > 0:
             benefits[job_id] = solo / colocation
     return benefits
+
+
+def _event_snapper(times: list[float]) -> Callable[[float], float]:
+    """A map from each of ``times`` to the first of its cluster: sorted, a time within ``REL_TOL``
+    (relative, at least 1 s's worth of it) of the cluster's first joins that cluster."""
+    firsts: list[float] = []
+    for t in sorted(set(times)):
+        if not firsts or t - firsts[-1] > REL_TOL * max(1.0, abs(firsts[-1])):
+            firsts.append(t)
+    anchors = np.asarray(firsts, dtype=float)
+
+    def snap(t: float) -> float:
+        index = int(np.searchsorted(anchors, t, side="right")) - 1
+        return float(anchors[max(index, 0)])
+
+    return snap

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -19,7 +20,7 @@ from formulation import (
     Segment,
     TableInterference,
 )
-from formulation.metrics import compute_metrics
+from formulation.metrics import compute_metrics, sharing_benefits
 from formulation.validator import validate
 
 
@@ -280,3 +281,37 @@ def test_metrics_split_large_and_small() -> None:
     assert metrics["small_jct_avg"] == pytest.approx(30.0) and metrics["small_queueing_avg"] == pytest.approx(10.0)
     assert metrics["gpu_utilization"] == pytest.approx((80 + 20) / (8 * 30))
     assert math.isnan(metrics["sharing_benefit"])
+
+
+def test_sharing_benefit_by_hand_and_not_from_a_rounding_sliver() -> None:
+    # Castor Eq. 24: the 2-GPU jobs J and K share GPUs 0-1 from 0 at ξ = 1.5 (both done at 150). GPU 2
+    # holds X (3 × 0.3 s); Y arrives at 0.9, as X ends, and takes GPU 3 until 100.9. Two GPUs are never
+    # free together before Y ends, so J alone would have started at 100.9: t_solo = 100.9 + 100.
+    profiles = {"a": Profile("a", compute_alpha=1.0, memory_base_gib=3.0), "x": Profile("x", compute_alpha=0.3)}
+    jobs = [
+        Job("J", 0, 2, 100, 1, "a"),
+        Job("K", 0, 2, 100, 1, "a"),
+        Job("X", 0, 1, 3, 1, "x"),
+        Job("Y", 0.9, 1, 100, 1, "a"),
+    ]
+    instance = Instance(Cluster(1, 4, gpu_memory_gib=10.0), jobs, profiles, ConstantInterference(1.5))
+    entries = [("J", 0, [0, 1], 1), ("K", 0, [0, 1], 1), ("X", 0, [2], 1)]
+    report = validate(instance, Schedule.non_preemptive([*entries, ("Y", 0.9, [3], 1)]))
+    assert report.ok, report.violations
+    expected = (100.9 + 100) / 150
+    benefits = sharing_benefits(instance, report)
+    assert set(benefits) == {"J", "K"}
+    assert benefits["J"] == pytest.approx(expected) and benefits["K"] == pytest.approx(expected)
+    assert compute_metrics(instance, report)["sharing_benefit"] == pytest.approx(expected)
+    # Y's start one unit in the last place after X's end (as a long replay's event times come out: a
+    # 8-GPU job's sharing benefit moved 6x that way on Pollux, with the CPU's BLAS kernels): the
+    # two GPUs "free together" in that sliver are not a start time for J
+    sliver = [
+        replace(o, start=math.nextafter(o.start, math.inf)) if o.jobs == ("Y",) and o.start > 0 else o
+        for o in report.occupancy
+    ]
+    assert any(o.jobs == ("Y",) and o.start > report.completion["X"] for o in sliver)
+    assert sharing_benefits(instance, replace(report, occupancy=sliver))["J"] == pytest.approx(expected)
+    # with Y a second later, GPUs 2 and 3 are free together from X's end: J alone would have started there
+    later = validate(instance, Schedule.non_preemptive([*entries, ("Y", 1.9, [3], 1)]))
+    assert sharing_benefits(instance, later)["J"] == pytest.approx((0.9 + 100) / 150)
