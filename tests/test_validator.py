@@ -303,7 +303,7 @@ def test_sharing_benefit_by_hand_and_not_from_a_rounding_sliver() -> None:
     assert set(benefits) == {"J", "K"}
     assert benefits["J"] == pytest.approx(expected) and benefits["K"] == pytest.approx(expected)
     assert compute_metrics(instance, report)["sharing_benefit"] == pytest.approx(expected)
-    # Y's start one unit in the last place after X's end (as a long replay's event times come out: a
+    # Y's start one unit in the last place after X's end (as a long replay's event times come out: an
     # 8-GPU job's sharing benefit moved 6x that way on Pollux, with the CPU's BLAS kernels): the
     # two GPUs "free together" in that sliver are not a start time for J
     sliver = [
