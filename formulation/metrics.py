@@ -112,10 +112,11 @@ def sharing_benefits(instance: Instance, report: ValidationReport) -> dict[str, 
     # A GPU is "free of others" for job j when it is free or j is its only occupant, so
     # free_of_others_j(t) = free(t) + alone_j(t); after j ends, alone_j = 0 and the answer is a
     # "first index >= i with free >= k" query, answered from one sorted index list per GPU demand k.
-    # Event times equal in exact arithmetic can differ in their last bits (two jobs' ends, or an end and
-    # another job's start on other GPUs, computed along different paths), leaving slivers in which GPUs
-    # look free together; which side of a sliver a time falls on moves with the CPU's rounding (a job's
-    # benefit 6.2 or 35.8 on a Pollux workload). Times within REL_TOL of one another are one event.
+    # Event times equal in exact arithmetic can differ in their last bits (on a Pollux workload the
+    # validator recomputed a job's end one unit in the last place before the start the simulator gave
+    # the jobs that took its GPUs), leaving slivers in which GPUs look free together; which side of a
+    # sliver a time falls on moves with the CPU's rounding (one job's benefit 6.2 or 35.8). Times within
+    # REL_TOL of one another are one event.
     snap = _event_snapper(
         [t for o in occupancy for t in (o.start, o.end)]
         + list(report.start.values())
