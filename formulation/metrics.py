@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -126,10 +125,10 @@ def sharing_benefits(instance: Instance, report: ValidationReport) -> dict[str, 
     alone: dict[str, list[tuple[float, float]]] = defaultdict(list)
     wanted = set(shared_jobs)
     for item in occupancy:
-        deltas[snap(item.start)] += 1
-        deltas[snap(item.end)] -= 1
+        deltas[snap[item.start]] += 1
+        deltas[snap[item.end]] -= 1
         if len(item.jobs) == 1 and item.jobs[0] in wanted:
-            alone[item.jobs[0]].append((snap(item.start), snap(item.end)))
+            alone[item.jobs[0]].append((snap[item.start], snap[item.end]))
     times = np.asarray(sorted(deltas), dtype=float)
     free = num_gpus - np.cumsum([deltas[t] for t in times.tolist()])
     free_enough: dict[int, np.ndarray] = {}
@@ -138,7 +137,7 @@ def sharing_benefits(instance: Instance, report: ValidationReport) -> dict[str, 
         if job_id not in report.completion or job_id not in report.start:
             continue
         job = instance.job(job_id)
-        start, completion = snap(report.start[job_id]), snap(report.completion[job_id])
+        start, completion = snap[report.start[job_id]], snap[report.completion[job_id]]
         t_free = math.inf
         # While j runs: candidates are its start and every change point before its completion.
         lo = int(np.searchsorted(times, start, side="right"))
@@ -169,17 +168,13 @@ def sharing_benefits(instance: Instance, report: ValidationReport) -> dict[str, 
     return benefits
 
 
-def _event_snapper(times: list[float]) -> Callable[[float], float]:
-    """A map from each of ``times`` to the first of its cluster: sorted, a time within ``REL_TOL``
-    (relative, at least 1 s's worth of it) of the cluster's first joins that cluster."""
-    firsts: list[float] = []
+def _event_snapper(times: list[float]) -> dict[float, float]:
+    """Each of ``times`` mapped to the first of its cluster: in sorted order, a time within ``REL_TOL``
+    (relative, at least 1 s's worth of it) of its cluster's first joins that cluster."""
+    anchor: dict[float, float] = {}
+    first: float | None = None
     for t in sorted(set(times)):
-        if not firsts or t - firsts[-1] > REL_TOL * max(1.0, abs(firsts[-1])):
-            firsts.append(t)
-    anchors = np.asarray(firsts, dtype=float)
-
-    def snap(t: float) -> float:
-        index = int(np.searchsorted(anchors, t, side="right")) - 1
-        return float(anchors[max(index, 0)])
-
-    return snap
+        if first is None or t - first > REL_TOL * max(1.0, abs(first)):
+            first = t
+        anchor[t] = first
+    return anchor
