@@ -1272,6 +1272,7 @@ class _Relaxations:
         self.error: str | None = None
         self.lane_outcome: LaneBound | LaneTreeBound | None = None
         self.lane_offered: LaneBound | None = None
+        self.tree_offered = -math.inf  # the best global bound the tree has offered (slot units)
         self.lane_error: str | None = None
         self.tracker = tracker
         self.problem = problem
@@ -1400,6 +1401,7 @@ class _Relaxations:
 
     def _offer_tree(self, value: float) -> bool:
         """Offer the tree's global bound (it only rises); go on until proven optimal."""
+        self.tree_offered = max(self.tree_offered, value)
         self._prove(value)
         return not _proven_optimal(self.tracker)
 
@@ -1409,6 +1411,8 @@ class _Relaxations:
         if self.thread.is_alive() and _proven_optimal(self.tracker):
             self.cancel.set()
         self.thread.join(max(0.0, hard_deadline - time.time()))
+        if self.thread.is_alive():  # past its deadline (a slow round on a loaded machine): stop it now
+            self.cancel.set()
         if self.coupled:
             self._record_coupled()
         if self.lanes_skipped is not None:
@@ -1424,7 +1428,15 @@ class _Relaxations:
                     status = "not run: the solve was proven optimal first"
                 else:
                     status = "not run"
-                self.tracker.lanes = {"status": status}
+                # the tree may have offered bounds before it overran: the best of them is proven
+                offered = self.tree_offered if self.tree and math.isfinite(self.tree_offered) else None
+                self.tracker.lanes = {
+                    "status": status,
+                    "bound_slots": offered,
+                    "bound_seconds": (
+                        None if offered is None else self.problem.objective_seconds(math.ceil(offered - _BOUND_TOL))
+                    ),
+                }
             else:
                 summary = lanes.summary()
                 summary["bound_seconds"] = (
@@ -1432,6 +1444,7 @@ class _Relaxations:
                 )
                 self.tracker.lanes = summary
         if self.tracker.lanes is not None:
+            self.tracker.lanes.setdefault("bound_slots", None)  # every summary has it: None when none proven
             self.tracker.lanes["method"] = "branch-and-price" if self.tree else "lane LP"
             self.tracker.lanes["order"] = "first" if self.lanes_first else "after"
 

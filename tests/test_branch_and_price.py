@@ -195,6 +195,41 @@ def test_the_tree_runs_first_where_it_would_not_converge_in_the_time() -> None:
     assert after.schedule is not None and validate(instance, after.schedule).ok
 
 
+def test_a_tree_still_running_at_the_deadline_keeps_the_bound_it_offered_and_is_stopped() -> None:
+    # CI (2 cores) once found the tree's thread still in a round at the hard deadline: its summary then
+    # had no bound at all, though the tree had offered its root's. It now keeps the best offered, and
+    # the thread is cancelled rather than left running beside the next solve.
+    instance = generate_instance(16, 1, 8, 0)
+    problem = discretize(instance)
+    problem = problem.with_upper_bound(warm_start(problem))
+    tracker = _Tracker(problem, problem.upper_bound, float(problem.upper_bound_value), 0.0)
+    offered, released = threading.Event(), threading.Event()
+
+    class HeldAfterTheFirstBound(_Relaxations):
+        def _offer_tree(self, value: float) -> bool:
+            go_on = super()._offer_tree(value)
+            offered.set()
+            released.wait(60)  # as if the next round were still running at the deadline
+            return go_on
+
+    tree = HeldAfterTheFirstBound(
+        problem, tracker, time.time() + 60, coupled=False, lanes=True, tree=True, lanes_first=True
+    )
+    assert offered.wait(60)
+    tree.finish(time.time())  # the deadline: the tree has not returned
+    assert tree.cancel.is_set()
+    released.set()
+    tree.thread.join(60)
+    assert not tree.thread.is_alive()
+    summary = tracker.lanes
+    assert summary is not None and summary["status"] == "time_limit"
+    assert summary["method"] == "branch-and-price" and summary["order"] == "first"
+    assert summary["bound_slots"] == tree.tree_offered and math.isfinite(tree.tree_offered)
+    assert summary["bound_slots"] <= float(problem.upper_bound_value) + 1e-6
+    assert summary["bound_seconds"] == problem.objective_seconds(math.ceil(tree.tree_offered - 1e-6))
+    assert tracker.bound == pytest.approx(tree.tree_offered, rel=1e-5)
+
+
 @pytest.mark.parametrize("name", ["coarse_n8_M4_s2", "coarse_n12_M4_s3"])
 def test_branch_and_price_proves_the_coarse_optima(name: str) -> None:
     path = shared_data_dir() / "oracle-coarse" / f"{name}.json"
