@@ -53,7 +53,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -210,6 +210,20 @@ class LaneData:
             sigma=sigma,
             shareable=shareable,
             nested_min=nested,
+        )
+
+    def sharing_only(self, allowed: np.ndarray) -> LaneData:
+        """The same data with sharing left only to the pairs ``allowed[i, k]`` marks (symmetric, bool):
+        a restriction, so every bound over it bounds the schedules that share only within those pairs."""
+        allowed = np.asarray(allowed, dtype=bool)
+        if allowed.shape != self.shareable.shape:
+            raise ValueError(f"allowed must be {self.shareable.shape}, got {allowed.shape}")
+        shareable = self.shareable & allowed & allowed.T
+        return replace(
+            self,
+            shareable=shareable,
+            sigma=np.where(shareable, self.sigma, 0.0),
+            nested_min=np.where(shareable, self.nested_min, np.inf),
         )
 
     def too_wide(self, size: int | None = None) -> bool:
@@ -1511,6 +1525,8 @@ def lane_bound(
     pricing: str = "fast",
     grid: int = 4,
     cover_sets: bool = True,
+    fixed_starts: dict[str, int] | None = None,
+    sharing_pairs: Iterable[tuple[str, str]] | None = None,
 ) -> LaneBound:
     """Lower bound on ``Σ_j E_j`` (slots) by column generation over lanes (module docstring).
 
@@ -1541,9 +1557,18 @@ def lane_bound(
     cover_sets
         Look for cover rows over sets of three or more jobs too (:class:`_CoverRows`; pairs wider than
         the cluster always). Measured at 16 jobs on 8 GPUs: the root 0-0.9 % higher, 1.5-3 times slower.
+    fixed_starts, sharing_pairs
+        Restrictions, for measuring where the LP's slack lies (``benchmarks.lane_slack``): job id →
+        the only start slot it may take, and the only pairs of job ids that may share. The value then
+        bounds the schedules that keep to them, not the problem's.
     """
     if pricing not in ("fast", "progress"):
         raise ValueError(f"pricing must be 'fast' or 'progress', got {pricing!r}")
+    index = problem.index
+    sharing_pairs = None if sharing_pairs is None else list(sharing_pairs)
+    for job_id in [*(fixed_starts or {}), *(j for pair in sharing_pairs or () for j in pair)]:
+        if job_id not in index:
+            raise ValueError(f"fixed_starts / sharing_pairs name job {job_id!r}, which the problem does not have")
     if not (isinstance(grid, int) and grid >= 1):
         raise ValueError(f"grid must be an integer >= 1, got {grid!r}")
     began = time.perf_counter()
@@ -1557,6 +1582,11 @@ def lane_bound(
     import highspy
 
     data = LaneData.from_problem(problem, cut)
+    if sharing_pairs is not None:
+        allowed = np.zeros((data.n, data.n), dtype=bool)
+        for a, b in sharing_pairs:
+            allowed[index[a], index[b]] = allowed[index[b], index[a]] = True
+        data = data.sharing_only(allowed)
     # the progress pricing does not take the cover rows' duals: no such rows with it
     master = _Master(data, highspy, cover_rows=pricing == "fast", cover_sets=cover_sets)
     master.add(lanes_of_solution(problem, data))
@@ -1564,6 +1594,14 @@ def lane_bound(
     pricer: _LanePricing | _ProgressPricing = (
         _ProgressPricing(data, grid) if pricing == "progress" else _LanePricing(data, master.covers)
     )
+    if fixed_starts:
+        whole = data.window()
+        start_lo, start_hi = whole.start_lo.copy(), whole.start_hi.copy()
+        for job_id, start in fixed_starts.items():
+            start_lo[index[job_id]] = start_hi[index[job_id]] = int(start)
+        window = Window(start_lo, start_hi, whole.end_lo, whole.end_hi)
+        master.restrict(window)
+        pricer.restrict(window)
     want = columns_per_round or max(1, data.n)
 
     def report(outcome: _Generation) -> bool:

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks import bound_comparison
+from benchmarks import bound_comparison, lane_slack
 from formulation import lane_kernel
 from formulation.cluster import Cluster
 from formulation.discretize import SlottedProblem, choose_slot, discretize
@@ -630,3 +630,38 @@ def test_pricing_with_cover_row_duals_dominates_every_real_lane(seed: int) -> No
         assert top >= max(_worth(lane, duals, covers) for lane in real) - 1e-7
         if lanes:
             assert _worth(lanes[0], duals, covers) == pytest.approx(top, abs=1e-7)
+
+
+def test_lane_slack_benchmark_orders_its_restricted_lps_below_the_schedule(tmp_path: Path) -> None:
+    # the benchmark's smoke version: each restriction can only raise the LP, and with the schedule's own
+    # starts and pairs the LP still holds the schedule's lanes, so it stays at or below the schedule
+    output = tmp_path / "slack.csv"
+    argv = ["--jobs", "8", "--gpus", "4", "--gpus-per-node", "4", "--seeds", "2", "--time-limit", "8"]
+    code = lane_slack.main([*argv, "--lp-time-limit", "30", "--check-seconds", "15", "--output", str(output)])
+    assert code == 0
+    frame = pd.read_csv(output)
+    assert len(frame) == 2
+    for _, row in frame.iterrows():
+        assert all(row[f"{name}_status"] == "optimal" for name in lane_slack.LP_VALUES)
+        tol = 1e-6 * row["schedule_slots"]
+        assert row["root"] <= row["starts_fixed"] + tol and row["root"] <= row["pairs_only"] + tol
+        assert row["starts_fixed"] <= row["starts_and_pairs"] + tol
+        assert row["pairs_only"] <= row["starts_and_pairs"] + tol
+        assert row["starts_and_pairs"] <= row["schedule_slots"] + tol
+        assert row["pairs"] <= row["shareable_pairs"]
+        assert row["check"] in ("proven", "better")
+        if row["check"] == "proven":
+            assert row["best_given_starts"] == row["schedule_slots"]
+        else:
+            assert row["best_given_starts"] < row["schedule_slots"]
+    assert lane_slack.main(["--jobs", "0"]) == 2
+    assert lane_slack.main([*argv, "--solver", "nonesuch"]) == 2
+
+
+def test_lane_bound_refuses_restrictions_naming_unknown_jobs() -> None:
+    problem = discretize(generate_instance(5, 1, 4, 0))
+    problem = problem.with_upper_bound(warm_start(problem))
+    with pytest.raises(ValueError, match="nonesuch"):
+        lane_bound(problem, fixed_starts={"nonesuch": 0})
+    with pytest.raises(ValueError, match="nonesuch"):
+        lane_bound(problem, sharing_pairs=[(problem.jobs[0].id, "nonesuch")])

@@ -1,0 +1,211 @@
+"""Where the lane LP's slack lies: the root against a schedule, with that schedule's starts and pairs given.
+
+For each instance, a schedule (``--solver``, ``--time-limit``) and the lane LP
+(:func:`formulation.lanes.lane_bound`, converged or stopped at ``--lp-time-limit``) four times over the
+same windows: free (the root), with every job's start fixed at the schedule's, with sharing left only
+to the pairs that share in the schedule, and with both. Then CP-SAT on the region of the fixed starts
+(ends, GPUs, partners and modes free), cut off one slot below the schedule: ``proven`` says no schedule
+with those starts is better, so what the LP still lacks with them is how it charges sharing, not where
+jobs start::
+
+    python -m benchmarks.lane_slack --jobs 16 24 --gpus 8 --seeds 3 --time-limit 60 \\
+        --output results/lane_slack.csv
+
+One CSV row per instance: ``jobs, gpus, seed, slot, horizon, schedule_slots, solver_bound_slots``, the
+four LP values (``root, starts_fixed, pairs_only, starts_and_pairs``; slots of total JCT), ``pairs``
+(sharing in the schedule) and ``shareable_pairs``, ``check`` (``proven``, ``better`` with the value in
+``best_given_starts``, or ``open``), and the shares of the root's slack (``schedule − root``) that
+fixing the starts, the pairs or both closes. Each restricted LP bounds only the schedules that keep to
+its restriction; the shares are a diagnostic, not bounds. The schedule comes from a solver with two
+workers and is not deterministic; the instances are (``formulation.generator.generate_instance``).
+Run it alone on the machine: the LPs and the check are timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from formulation.discretize import SlottedProblem, discretize, evaluate
+from formulation.errors import DuettoInputError
+from formulation.generator import generate_instance
+from formulation.lane_tree import node_region
+from formulation.lanes import LaneData, Window, default_cut, lane_bound
+from formulation.validator import validate
+from solvers import SolverUnavailableError, solve
+from solvers.api import _LeafChecker, _pack, _portable_instance, _Tracker
+from solvers.backends import check_available, resolve
+
+LP_VALUES = ("root", "starts_fixed", "pairs_only", "starts_and_pairs")
+
+
+def schedule_pairs(problem: SlottedProblem) -> list[tuple[str, str]]:
+    """The pairs of job ids that share a GPU at some slot in the problem's upper-bound solution."""
+    solution = problem.upper_bound
+    if solution is None:
+        return []
+    ends = evaluate(problem, dict(solution), exact=True)
+    items = sorted(solution.items())
+    return [
+        (a_id, b_id)
+        for i, (a_id, a) in enumerate(items)
+        for b_id, b in items[i + 1 :]
+        if set(a.gpus) & set(b.gpus) and a.start < ends[b_id] and b.start < ends[a_id]
+    ]
+
+
+def _check_starts(instance: Any, problem: SlottedProblem, seconds: float) -> tuple[str, float]:
+    """CP-SAT on the region where every job starts where the upper-bound solution starts it, asked for
+    a schedule one slot better: ``("proven", value)`` if none exists, ``("better", its value)``, or
+    ``("open", nan)``."""
+    assert problem.upper_bound is not None and problem.upper_bound_value is not None
+    value = float(problem.upper_bound_value)
+    data = LaneData.from_problem(problem, default_cut(problem))
+    whole = data.window()
+    starts = whole.start_lo.copy()
+    for job_id, assignment in problem.upper_bound.items():
+        starts[problem.index[job_id]] = assignment.start
+    region = node_region(Window(starts, starts.copy(), whole.end_lo, whole.end_hi), data)
+    payload = {
+        "instance": _portable_instance(instance),
+        "slot": problem.slot,
+        "horizon_slots": None,
+        "objective": "jct",
+        "units_per_slot": problem.units_per_slot,
+        "warm_start": _pack(problem.upper_bound),
+        "use_warm_start": False,
+        "module": "solvers.cpsat",
+        "function": "solve_cpsat",
+        "solver_name": "bnp",
+        "deadline": time.time() + seconds + 30,
+        "options": {},
+    }
+    tracker = _Tracker(problem, problem.upper_bound, value, 0.0)
+    checker = _LeafChecker(payload, tracker, time.time() + seconds + 30)
+    try:
+        verdict = checker(region, math.ceil(value - 1e-9) - 1, seconds)
+    finally:
+        checker.close()
+    if verdict.status == "infeasible":
+        return "proven", value
+    if verdict.status == "optimal":
+        return "better", float(verdict.value)
+    return "open", math.nan
+
+
+def measure(
+    jobs: Sequence[int],
+    gpus: int,
+    gpus_per_node: int,
+    seeds: Sequence[int],
+    *,
+    solver: str = "cpsat",
+    time_limit: float = 60.0,
+    lp_time_limit: float = 300.0,
+    check_seconds: float = 120.0,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """One row per instance (module docstring); every schedule is validated first."""
+    rows: list[dict[str, Any]] = []
+    for n in jobs:
+        for seed in seeds:
+            instance = generate_instance(n, max(1, gpus // gpus_per_node), gpus_per_node, seed)
+            result = solve(instance, solver, time_limit=time_limit)
+            if result.schedule is None or not validate(instance, result.schedule).ok:
+                raise RuntimeError(f"{solver} gave no valid schedule for n={n} seed={seed}")
+            problem = discretize(instance, result.stats["problem"]["slot_seconds"])
+            problem = problem.with_upper_bound(result.schedule)
+            assert problem.upper_bound is not None
+            schedule = float(problem.upper_bound_value or math.nan)
+            starts = {job_id: a.start for job_id, a in problem.upper_bound.items()}
+            pairs = schedule_pairs(problem)
+            row: dict[str, Any] = {
+                "jobs": n,
+                "gpus": gpus,
+                "seed": seed,
+                "slot": problem.slot,
+                "horizon": problem.horizon,
+                "schedule_slots": schedule,
+                "solver_bound_slots": result.stats["bound_slots"],
+            }
+            restrictions: dict[str, dict[str, Any]] = {
+                "root": {},
+                "starts_fixed": {"fixed_starts": starts},
+                "pairs_only": {"sharing_pairs": pairs},
+                "starts_and_pairs": {"fixed_starts": starts, "sharing_pairs": pairs},
+            }
+            for name, restriction in restrictions.items():
+                lp = lane_bound(problem, time_limit=lp_time_limit, **restriction)
+                row[name] = lp.value
+                row[f"{name}_status"] = lp.status
+                row[f"{name}_seconds"] = round(lp.seconds, 2)
+            row["pairs"] = len(pairs)
+            data = LaneData.from_problem(problem, default_cut(problem))
+            row["shareable_pairs"] = int(data.shareable.sum()) // 2
+            if check_seconds > 0:
+                began = time.perf_counter()
+                row["check"], row["best_given_starts"] = _check_starts(instance, problem, check_seconds)
+                row["check_seconds"] = round(time.perf_counter() - began, 2)
+            else:
+                row["check"], row["best_given_starts"], row["check_seconds"] = "not run", math.nan, 0.0
+            slack = schedule - row["root"]
+            for name in LP_VALUES[1:]:
+                row[f"{name}_closes"] = (row[name] - row["root"]) / slack if slack > 0 else math.nan
+            rows.append(row)
+            if progress:
+                values = " ".join(f"{name} {row[name]:.1f}" for name in LP_VALUES)
+                print(f"n={n} seed={seed}: schedule {schedule:.0f}; {values}; check {row['check']}", file=sys.stderr)
+    return pd.DataFrame(rows)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, nargs="+", default=[16, 24])
+    parser.add_argument("--gpus", type=int, default=8)
+    parser.add_argument("--gpus-per-node", type=int, default=8)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--solver", default="cpsat")
+    parser.add_argument("--time-limit", type=float, default=60.0, help="the solver's, for the schedule")
+    parser.add_argument("--lp-time-limit", type=float, default=300.0, help="each of the four lane LPs'")
+    parser.add_argument("--check-seconds", type=float, default=120.0, help="CP-SAT on the fixed starts (0: none)")
+    parser.add_argument("--output", type=Path, default=None)
+    args = parser.parse_args(argv)
+    if args.time_limit <= 0 or args.lp_time_limit <= 0 or args.check_seconds < 0:
+        print("error: --time-limit and --lp-time-limit must be positive, --check-seconds at least 0", file=sys.stderr)
+        return 2
+    if args.seeds < 1 or min(args.jobs) < 1 or args.gpus < 1 or args.gpus_per_node < 1:
+        print("error: --seeds, --jobs, --gpus and --gpus-per-node must be positive", file=sys.stderr)
+        return 2
+    try:
+        check_available(resolve(args.solver))
+        frame = measure(
+            args.jobs,
+            args.gpus,
+            args.gpus_per_node,
+            range(args.first_seed, args.first_seed + args.seeds),
+            solver=args.solver,
+            time_limit=args.time_limit,
+            lp_time_limit=args.lp_time_limit,
+            check_seconds=args.check_seconds,
+        )
+    except (DuettoInputError, SolverUnavailableError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        frame.to_csv(args.output, index=False)
+    shown = ["jobs", "seed", "schedule_slots", *LP_VALUES, "pairs", "check", "best_given_starts"]
+    print(frame[shown].to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
