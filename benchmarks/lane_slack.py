@@ -36,11 +36,12 @@ import pandas as pd
 from formulation.discretize import SlottedProblem, discretize, evaluate
 from formulation.errors import DuettoInputError
 from formulation.generator import generate_instance
+from formulation.instance import Instance
 from formulation.lane_tree import node_region
 from formulation.lanes import LaneData, Window, default_cut, lane_bound
 from formulation.validator import validate
 from solvers import SolverUnavailableError, solve
-from solvers.api import _LeafChecker, _pack, _portable_instance, _Tracker
+from solvers.api import standalone_leaf_checker
 from solvers.backends import check_available, resolve
 
 LP_VALUES = ("root", "starts_fixed", "pairs_only", "starts_and_pairs")
@@ -61,7 +62,7 @@ def schedule_pairs(problem: SlottedProblem) -> list[tuple[str, str]]:
     ]
 
 
-def _check_starts(instance: Any, problem: SlottedProblem, seconds: float) -> tuple[str, float]:
+def _check_starts(instance: Instance, problem: SlottedProblem, seconds: float) -> tuple[str, float]:
     """CP-SAT on the region where every job starts where the upper-bound solution starts it, asked for
     a schedule one slot better: ``("proven", value)`` if none exists, ``("better", its value)``, or
     ``("open", nan)``."""
@@ -73,22 +74,7 @@ def _check_starts(instance: Any, problem: SlottedProblem, seconds: float) -> tup
     for job_id, assignment in problem.upper_bound.items():
         starts[problem.index[job_id]] = assignment.start
     region = node_region(Window(starts, starts.copy(), whole.end_lo, whole.end_hi), data)
-    payload = {
-        "instance": _portable_instance(instance),
-        "slot": problem.slot,
-        "horizon_slots": None,
-        "objective": "jct",
-        "units_per_slot": problem.units_per_slot,
-        "warm_start": _pack(problem.upper_bound),
-        "use_warm_start": False,
-        "module": "solvers.cpsat",
-        "function": "solve_cpsat",
-        "solver_name": "bnp",
-        "deadline": time.time() + seconds + 30,
-        "options": {},
-    }
-    tracker = _Tracker(problem, problem.upper_bound, value, 0.0)
-    checker = _LeafChecker(payload, tracker, time.time() + seconds + 30)
+    checker = standalone_leaf_checker(instance, problem, seconds + 30)
     try:
         verdict = checker(region, math.ceil(value - 1e-9) - 1, seconds)
     finally:

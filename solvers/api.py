@@ -1213,6 +1213,31 @@ class _LeafChecker:
                 self.worker = None
 
 
+def standalone_leaf_checker(instance: Instance, problem: SlottedProblem, seconds: float) -> _LeafChecker:
+    """A leaf checker outside a solve (tests, ``benchmarks.lane_slack``): CP-SAT on a region of
+    ``problem`` (which needs an upper-bound solution), in a worker process of its own, for at most
+    ``seconds`` from now. What it finds goes to a tracker of its own (``checker.tracker``); call
+    ``close()`` when done."""
+    if problem.upper_bound is None or problem.upper_bound_value is None:
+        raise ValueError("the problem needs an upper-bound solution (SlottedProblem.with_upper_bound)")
+    payload = {
+        "instance": _portable_instance(instance),
+        "slot": problem.slot,
+        "horizon_slots": None,
+        "objective": problem.objective,
+        "units_per_slot": problem.units_per_slot,
+        "warm_start": _pack(problem.upper_bound),
+        "use_warm_start": False,
+        "module": "solvers.cpsat",
+        "function": "solve_cpsat",
+        "solver_name": "bnp",
+        "deadline": time.time() + seconds,
+        "options": {},
+    }
+    tracker = _Tracker(problem, problem.upper_bound, float(problem.upper_bound_value), 0.0)
+    return _LeafChecker(payload, tracker, time.time() + seconds)
+
+
 RELAXATION_YIELD_NICE = 10
 """The nice value the bound thread (and branch-and-price's leaf checks) takes once the backend's own
 bound has caught up with it: on 2 cores beside CP-SAT's two workers it then gets about a tenth of a

@@ -23,7 +23,7 @@ from formulation.lanes import LaneData, _Master, default_cut, single_job_lanes
 from formulation.paths import shared_data_dir
 from formulation.validator import validate
 from solvers import SolveStatus, solve
-from solvers.api import RELAXATION_YIELD_NICE, _LeafChecker, _pack, _portable_instance, _Relaxations, _Tracker
+from solvers.api import RELAXATION_YIELD_NICE, _Relaxations, _Tracker, standalone_leaf_checker
 from solvers.warmstart import warm_start
 
 
@@ -89,22 +89,8 @@ def test_a_leaf_check_decides_a_region_exactly() -> None:
     reference = solve(instance, "cpsat", time_limit=30, slot=problem.slot)
     assert reference.status is SolveStatus.OPTIMAL
     optimum = int(reference.stats["objective_slots"])
-    payload = {
-        "instance": _portable_instance(instance),
-        "slot": problem.slot,
-        "horizon_slots": None,
-        "objective": "jct",
-        "units_per_slot": problem.units_per_slot,
-        "warm_start": _pack(problem.upper_bound),
-        "use_warm_start": False,
-        "module": "solvers.cpsat",
-        "function": "solve_cpsat",
-        "solver_name": "bnp",
-        "deadline": time.time() + 30,
-        "options": {},
-    }
-    tracker = _Tracker(problem, problem.upper_bound, float(problem.upper_bound_value), 0.0)
-    checker = _LeafChecker(payload, tracker, time.time() + 60)
+    checker = standalone_leaf_checker(instance, problem, 60)
+    tracker = checker.tracker
     data = LaneData.from_problem(problem, default_cut(problem))
     root = node_region(data.window(), data)
     try:
