@@ -643,7 +643,7 @@ def test_lane_slack_benchmark_orders_its_restricted_lps_below_the_schedule(tmp_p
     assert len(frame) == 2
     for _, row in frame.iterrows():
         assert all(row[f"{name}_status"] == "optimal" for name in lane_slack.LP_VALUES)
-        tol = 1e-6 * row["schedule_slots"]
+        tol = 1e-4 * row["schedule_slots"]  # LP optima to HiGHS's and the pricing's tolerances
         assert row["root"] <= row["starts_fixed"] + tol and row["root"] <= row["pairs_only"] + tol
         assert row["starts_fixed"] <= row["starts_and_pairs"] + tol
         assert row["pairs_only"] <= row["starts_and_pairs"] + tol
