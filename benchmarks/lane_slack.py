@@ -11,13 +11,21 @@ jobs start::
     python -m benchmarks.lane_slack --jobs 16 24 --gpus 8 --seeds 3 --time-limit 60 \\
         --output results/lane_slack.csv
 
-One CSV row per instance: ``jobs, gpus, seed, slot, horizon, schedule_slots, solver_bound_slots``, the
-four LP values (``root, starts_fixed, pairs_only, starts_and_pairs``; slots of total JCT), ``pairs``
-(sharing in the schedule) and ``shareable_pairs``, ``check`` (``proven``, ``better`` with the value in
-``best_given_starts``, or ``open``), and the shares of the root's slack (``schedule − root``) that
-fixing the starts, the pairs or both closes. Each restricted LP bounds only the schedules that keep to
-its restriction; the shares are a diagnostic, not bounds. The schedule comes from a solver with two
-workers and is not deterministic; the instances are (``formulation.generator.generate_instance``).
+``--pricing fast progress`` adds a second row per instance (same schedule): every LP priced by the DP
+that checks each job's progress inside its lane (:class:`formulation.lanes._ProgressPricing`, no cover
+rows) instead of the default one, which charges a running job's losses by their dual. What is left
+with both restrictions and this pricing is the master's own charging (progress summed over a gang's
+lanes), not the DP's.
+
+One CSV row per instance and pricing: ``jobs, gpus, seed, slot, horizon, schedule_slots,
+solver_bound_slots``; ``pairs`` (sharing in the schedule) and ``shareable_pairs``; ``check``
+(``proven``, ``better`` with the value in ``best_given_starts``, or ``open``) and ``check_seconds``;
+``pricing``; the four LP values (``root, starts_fixed, pairs_only, starts_and_pairs``; slots of total
+JCT; ``--lps`` chooses which) with their status and seconds; and, with the root, the shares of its
+slack (``schedule − root``) that fixing the starts, the pairs or both closes. Each restricted LP bounds
+only the schedules that keep to its restriction; the shares are a diagnostic, not bounds. The schedule
+comes from a solver with two workers and is not deterministic; the instances are
+(``formulation.generator.generate_instance``).
 Run it alone on the machine: the LPs and the check are timed.
 """
 
@@ -96,9 +104,11 @@ def measure(
     time_limit: float = 60.0,
     lp_time_limit: float = 300.0,
     check_seconds: float = 120.0,
+    pricings: Sequence[str] = ("fast",),
+    lps: Sequence[str] = LP_VALUES,
     progress: bool = True,
 ) -> pd.DataFrame:
-    """One row per instance (module docstring); every schedule is validated first."""
+    """One row per instance and pricing (module docstring); every schedule is validated first."""
     rows: list[dict[str, Any]] = []
     for n in jobs:
         for seed in seeds:
@@ -112,7 +122,7 @@ def measure(
             schedule = float(problem.upper_bound_value or math.nan)
             starts = {job_id: a.start for job_id, a in problem.upper_bound.items()}
             pairs = schedule_pairs(problem)
-            row: dict[str, Any] = {
+            base: dict[str, Any] = {
                 "jobs": n,
                 "gpus": gpus,
                 "seed": seed,
@@ -120,34 +130,42 @@ def measure(
                 "horizon": problem.horizon,
                 "schedule_slots": schedule,
                 "solver_bound_slots": result.stats["bound_slots"],
+                "pairs": len(pairs),
             }
+            data = LaneData.from_problem(problem, default_cut(problem))
+            base["shareable_pairs"] = int(data.shareable.sum()) // 2
+            if check_seconds > 0:
+                began = time.perf_counter()
+                base["check"], base["best_given_starts"] = _check_starts(instance, problem, check_seconds)
+                base["check_seconds"] = round(time.perf_counter() - began, 2)
+            else:
+                base["check"], base["best_given_starts"], base["check_seconds"] = "not run", math.nan, 0.0
             restrictions: dict[str, dict[str, Any]] = {
                 "root": {},
                 "starts_fixed": {"fixed_starts": starts},
                 "pairs_only": {"sharing_pairs": pairs},
                 "starts_and_pairs": {"fixed_starts": starts, "sharing_pairs": pairs},
             }
-            for name, restriction in restrictions.items():
-                lp = lane_bound(problem, time_limit=lp_time_limit, **restriction)
-                row[name] = lp.value
-                row[f"{name}_status"] = lp.status
-                row[f"{name}_seconds"] = round(lp.seconds, 2)
-            row["pairs"] = len(pairs)
-            data = LaneData.from_problem(problem, default_cut(problem))
-            row["shareable_pairs"] = int(data.shareable.sum()) // 2
-            if check_seconds > 0:
-                began = time.perf_counter()
-                row["check"], row["best_given_starts"] = _check_starts(instance, problem, check_seconds)
-                row["check_seconds"] = round(time.perf_counter() - began, 2)
-            else:
-                row["check"], row["best_given_starts"], row["check_seconds"] = "not run", math.nan, 0.0
-            slack = schedule - row["root"]
-            for name in LP_VALUES[1:]:
-                row[f"{name}_closes"] = (row[name] - row["root"]) / slack if slack > 0 else math.nan
-            rows.append(row)
-            if progress:
-                values = " ".join(f"{name} {row[name]:.1f}" for name in LP_VALUES)
-                print(f"n={n} seed={seed}: schedule {schedule:.0f}; {values}; check {row['check']}", file=sys.stderr)
+            # every pricing against the same schedule: the schedules differ from solve to solve
+            for kind in pricings:
+                row = {**base, "pricing": kind}
+                for name in lps:
+                    restriction = restrictions[name]
+                    lp = lane_bound(problem, time_limit=lp_time_limit, pricing=kind, **restriction)
+                    row[name] = lp.value
+                    row[f"{name}_status"] = lp.status
+                    row[f"{name}_seconds"] = round(lp.seconds, 2)
+                if "root" in lps:
+                    slack = schedule - row["root"]
+                    for name in [other for other in lps if other != "root"]:
+                        row[f"{name}_closes"] = (row[name] - row["root"]) / slack if slack > 0 else math.nan
+                rows.append(row)
+                if progress:
+                    values = " ".join(f"{name} {row[name]:.1f}" for name in lps)
+                    print(
+                        f"n={n} seed={seed} {kind}: schedule {schedule:.0f}; {values}; check {row['check']}",
+                        file=sys.stderr,
+                    )
     return pd.DataFrame(rows)
 
 
@@ -162,6 +180,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--time-limit", type=float, default=60.0, help="the solver's, for the schedule")
     parser.add_argument("--lp-time-limit", type=float, default=300.0, help="each of the four lane LPs'")
     parser.add_argument("--check-seconds", type=float, default=120.0, help="CP-SAT on the fixed starts (0: none)")
+    parser.add_argument(
+        "--pricing",
+        choices=("fast", "progress"),
+        nargs="+",
+        default=["fast"],
+        help="the lane DP of the LPs, one row each: 'progress' checks each job's progress in its lane (no cover rows)",
+    )
+    parser.add_argument(
+        "--lps", choices=LP_VALUES, nargs="+", default=list(LP_VALUES), help="which of the four LPs to solve"
+    )
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.time_limit <= 0 or args.lp_time_limit <= 0 or args.check_seconds < 0:
@@ -181,6 +209,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             time_limit=args.time_limit,
             lp_time_limit=args.lp_time_limit,
             check_seconds=args.check_seconds,
+            pricings=args.pricing,
+            lps=[name for name in LP_VALUES if name in args.lps],
         )
     except (DuettoInputError, SolverUnavailableError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -188,7 +218,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.output is not None:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         frame.to_csv(args.output, index=False)
-    shown = ["jobs", "seed", "schedule_slots", *LP_VALUES, "pairs", "check", "best_given_starts"]
+    shown = ["jobs", "seed", "pricing", "schedule_slots", *(name for name in LP_VALUES if name in frame.columns)]
+    shown += ["pairs", "check", "best_given_starts"]
     print(frame[shown].to_string(index=False))
     return 0
 
