@@ -17,7 +17,10 @@ rows) instead of the default one, which charges a running job's losses by their 
 with both restrictions and this pricing is the master's own charging (progress summed over a gang's
 lanes), not the DP's.
 
-One CSV row per instance and pricing: ``jobs, gpus, seed, slot, horizon, schedule_slots,
+``--one-gpu-jobs`` draws the same family with every job on one GPU: no gangs, so what the LP still
+lacks there with the starts and pairs given is not how it charges a gang over its lanes.
+
+One CSV row per instance and pricing: ``jobs, gpus, seed, one_gpu_jobs, slot, horizon, schedule_slots,
 solver_bound_slots``; ``pairs`` (sharing in the schedule) and ``shareable_pairs``; ``check``
 (``proven``, ``better`` with the value in ``best_given_starts``, or ``open``) and ``check_seconds``;
 ``pricing``; the four LP values (``root, starts_fixed, pairs_only, starts_and_pairs``; slots of total
@@ -43,7 +46,7 @@ import pandas as pd
 
 from formulation.discretize import SlottedProblem, discretize, evaluate
 from formulation.errors import DuettoInputError
-from formulation.generator import generate_instance
+from formulation.generator import DEFAULT_GPU_DEMAND_WEIGHTS, generate_instance
 from formulation.instance import Instance
 from formulation.lane_tree import node_region
 from formulation.lanes import LaneData, Window, default_cut, lane_bound
@@ -106,13 +109,17 @@ def measure(
     check_seconds: float = 120.0,
     pricings: Sequence[str] = ("fast",),
     lps: Sequence[str] = LP_VALUES,
+    one_gpu_jobs: bool = False,
     progress: bool = True,
 ) -> pd.DataFrame:
     """One row per instance and pricing (module docstring); every schedule is validated first."""
     rows: list[dict[str, Any]] = []
     for n in jobs:
         for seed in seeds:
-            instance = generate_instance(n, max(1, gpus // gpus_per_node), gpus_per_node, seed)
+            demand = {1: 1.0} if one_gpu_jobs else DEFAULT_GPU_DEMAND_WEIGHTS
+            instance = generate_instance(
+                n, max(1, gpus // gpus_per_node), gpus_per_node, seed, gpu_demand_weights=demand
+            )
             result = solve(instance, solver, time_limit=time_limit)
             if result.schedule is None or not validate(instance, result.schedule).ok:
                 raise RuntimeError(f"{solver} gave no valid schedule for n={n} seed={seed}")
@@ -126,6 +133,7 @@ def measure(
                 "jobs": n,
                 "gpus": gpus,
                 "seed": seed,
+                "one_gpu_jobs": one_gpu_jobs,
                 "slot": problem.slot,
                 "horizon": problem.horizon,
                 "schedule_slots": schedule,
@@ -190,6 +198,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--lps", choices=LP_VALUES, nargs="+", default=list(LP_VALUES), help="which of the four LPs to solve"
     )
+    parser.add_argument(
+        "--one-gpu-jobs", action="store_true", help="every job takes one GPU (no gangs; the family otherwise the same)"
+    )
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.time_limit <= 0 or args.lp_time_limit <= 0 or args.check_seconds < 0:
@@ -211,6 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_seconds=args.check_seconds,
             pricings=args.pricing,
             lps=[name for name in LP_VALUES if name in args.lps],
+            one_gpu_jobs=args.one_gpu_jobs,
         )
     except (DuettoInputError, SolverUnavailableError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -1553,7 +1553,8 @@ def lane_bound(
     pricing, grid
         ``"fast"`` (:class:`_LanePricing`, the default) or ``"progress"`` (:class:`_ProgressPricing`:
         every job's progress checked in its lane to ``1/grid`` slot per partner; 3-7 times slower per
-        round, measured 0.5-1 % stronger on 7-job instances).
+        round; 0.5-1 % stronger on 7-job instances before the cover rows, which it does not take; since
+        them the default is the stronger root: docs/oracle.md, "Per-lane progress, checked").
     cover_sets
         Look for cover rows over sets of three or more jobs too (:class:`_CoverRows`; pairs wider than
         the cluster always). Measured at 16 jobs on 8 GPUs: the root 0-0.9 % higher, 1.5-3 times slower.

@@ -640,7 +640,7 @@ def test_lane_slack_benchmark_orders_its_restricted_lps_below_the_schedule(tmp_p
     code = lane_slack.main([*argv, "--lp-time-limit", "30", "--check-seconds", "15", "--output", str(output)])
     assert code == 0
     frame = pd.read_csv(output)
-    assert len(frame) == 2 and set(frame["pricing"]) == {"fast"}
+    assert len(frame) == 2 and set(frame["pricing"]) == {"fast"} and not frame["one_gpu_jobs"].any()
     for _, row in frame.iterrows():
         assert all(row[f"{name}_status"] == "optimal" for name in lane_slack.LP_VALUES)
         tol = 1e-4 * row["schedule_slots"]  # LP optima to HiGHS's and the pricing's tolerances
@@ -663,13 +663,14 @@ def test_lane_slack_benchmark_orders_its_restricted_lps_below_the_schedule(tmp_p
 def test_lane_slack_benchmark_prices_the_same_schedule_both_ways(tmp_path: Path) -> None:
     # one schedule, one check, then the chosen LPs under each pricing: a row per pricing; the DP that
     # checks progress in the lane is a relaxation too, so its restricted LPs stay at or below the schedule
+    # (jobs of one GPU each here: the family without gangs)
     output = tmp_path / "pricing.csv"
-    argv = ["--jobs", "6", "--gpus", "4", "--gpus-per-node", "4", "--seeds", "1", "--time-limit", "5"]
+    argv = ["--jobs", "6", "--gpus", "4", "--gpus-per-node", "4", "--seeds", "1", "--time-limit", "5", "--one-gpu-jobs"]
     options = ["--lp-time-limit", "30", "--check-seconds", "10", "--pricing", "fast", "progress"]
     code = lane_slack.main([*argv, *options, "--lps", "starts_fixed", "starts_and_pairs", "--output", str(output)])
     assert code == 0
     frame = pd.read_csv(output)
-    assert list(frame["pricing"]) == ["fast", "progress"]
+    assert list(frame["pricing"]) == ["fast", "progress"] and frame["one_gpu_jobs"].all()
     assert "root" not in frame.columns and "starts_fixed_closes" not in frame.columns
     assert frame["schedule_slots"].nunique() == 1 and frame["check"].nunique() == 1
     for _, row in frame.iterrows():
