@@ -14,8 +14,7 @@ jobs start::
 ``--pricing fast progress`` adds a second row per instance (same schedule): every LP priced by the DP
 that checks each job's progress inside its lane (:class:`formulation.lanes._ProgressPricing`, no cover
 rows) instead of the default one, which charges a running job's losses by their dual. What is left
-with both restrictions and this pricing is the master's own charging (progress summed over a gang's
-lanes), not the DP's.
+with both restrictions and this pricing is the master's charging, not the DP's.
 
 ``--one-gpu-jobs`` draws the same family with every job on one GPU: no gangs, so what the LP still
 lacks there with the starts and pairs given is not how it charges a gang over its lanes.
@@ -113,6 +112,8 @@ def measure(
     progress: bool = True,
 ) -> pd.DataFrame:
     """One row per instance and pricing (module docstring); every schedule is validated first."""
+    if not set(pricings) <= {"fast", "progress"} or not set(lps) <= set(LP_VALUES):
+        raise ValueError(f"pricings must be 'fast' / 'progress' and lps among {LP_VALUES}, got {pricings!r}, {lps!r}")
     rows: list[dict[str, Any]] = []
     for n in jobs:
         for seed in seeds:

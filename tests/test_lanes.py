@@ -658,6 +658,8 @@ def test_lane_slack_benchmark_orders_its_restricted_lps_below_the_schedule(tmp_p
     assert lane_slack.main([*argv, "--solver", "nonesuch"]) == 2
     with pytest.raises(SystemExit, match="2"):  # argparse's own exit, its message naming --pricing
         lane_slack.main([*argv, "--pricing", "exact"])
+    with pytest.raises(ValueError, match="lps among"):
+        lane_slack.measure([8], 4, 4, [0], lps=["roots"])
 
 
 def test_lane_slack_benchmark_prices_the_same_schedule_both_ways(tmp_path: Path) -> None:
