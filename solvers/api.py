@@ -31,6 +31,7 @@ alone could not fit in it, or too large for the exact model, is refused up front
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import math
 import os
@@ -1264,6 +1265,29 @@ CONTENTION = 1.5
 converged within about 30 s beside CP-SAT)."""
 
 
+_RUNNING_RELAXATIONS: set[_Relaxations] = set()
+"""Relaxation threads started and not yet ended (their runs remove themselves)."""
+_EXIT_JOIN_SECONDS = 10.0
+
+
+def _stop_relaxations_at_exit() -> None:
+    """Cancel every relaxation thread still running and give them a moment to end their round.
+
+    They are daemon threads (a solve never waits for them past its deadline), but one killed inside a
+    HiGHS call while the interpreter tears down can crash the process at exit; a cancelled one ends
+    after its current round. Runs from :mod:`atexit`, after the non-daemon threads are joined and
+    before the interpreter is torn down."""
+    running = list(_RUNNING_RELAXATIONS)
+    for relaxation in running:
+        relaxation.cancel.set()
+    until = time.time() + _EXIT_JOIN_SECONDS
+    for relaxation in running:
+        relaxation.thread.join(max(0.0, until - time.time()))
+
+
+atexit.register(_stop_relaxations_at_exit)
+
+
 class _Relaxations:
     """The relaxations on a thread of the parent while the solver's worker runs: the lane relaxation
     (:func:`formulation.lanes.lane_bound`, or the tree :func:`formulation.lane_tree.lane_tree_bound`)
@@ -1318,8 +1342,17 @@ class _Relaxations:
         self.lanes_first = bool(lanes_first)
         self.lanes = lanes and self.lanes_skipped is None
         self.cancel = threading.Event()
-        self.thread = threading.Thread(target=self._run, args=(problem, deadline), name="relaxations", daemon=True)
+        self.thread = threading.Thread(
+            target=self._guarded_run, args=(problem, deadline), name="relaxations", daemon=True
+        )
+        _RUNNING_RELAXATIONS.add(self)
         self.thread.start()
+
+    def _guarded_run(self, problem: SlottedProblem, deadline: float) -> None:
+        try:
+            self._run(problem, deadline)
+        finally:
+            _RUNNING_RELAXATIONS.discard(self)
 
     def _run(self, problem: SlottedProblem, deadline: float) -> None:
         if self.lanes_first:
