@@ -252,8 +252,13 @@ def test_public_api_replay_reports_certified_gaps(tmp_path: Path) -> None:
     import duetto
 
     rows = duetto.replay("pollux", POLLUX, policies=["srsf"], limit=40, out=tmp_path, bound_time_limit=10.0)
-    bound = duetto.trace_lower_bound(load_trace("pollux", POLLUX, limit=40), time_limit=10.0)
+    # the full bound is anytime (its split LPs take what the 10 s leave: 2,375-2,443 s measured, 2,375 on
+    # a busy CI machine); the interval LP alone ends in well under a second with a fixed value, and the
+    # full bound starts from it, so the replay's bound lies between it and the policy's JCT
+    floor = duetto.trace_lower_bound(
+        load_trace("pollux", POLLUX, limit=40), time_limit=10.0, split=False, pairing_cuts=False
+    )
     (row,) = rows.to_dict(orient="records")
-    assert row["bound_jct_avg"] == pytest.approx(bound.average_jct, rel=0.02)
+    assert floor.average_jct * (1 - 1e-9) <= row["bound_jct_avg"] <= row["jct_avg"]
     assert row["certified_gap_pct"] == pytest.approx((row["jct_avg"] / row["bound_jct_avg"] - 1) * 100)
     assert row["certified_gap_pct"] >= 0
