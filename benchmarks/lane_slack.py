@@ -48,7 +48,7 @@ from formulation.errors import DuettoInputError
 from formulation.generator import DEFAULT_GPU_DEMAND_WEIGHTS, generate_instance
 from formulation.instance import Instance
 from formulation.lane_tree import node_region
-from formulation.lanes import LaneData, Window, default_cut, lane_bound
+from formulation.lanes import LANE_PRICINGS, LaneData, Window, default_cut, lane_bound
 from formulation.validator import validate
 from solvers import SolverUnavailableError, solve
 from solvers.api import standalone_leaf_checker
@@ -112,8 +112,8 @@ def measure(
     progress: bool = True,
 ) -> pd.DataFrame:
     """One row per instance and pricing (module docstring); every schedule is validated first."""
-    if not set(pricings) <= {"fast", "progress"} or not set(lps) <= set(LP_VALUES):
-        raise ValueError(f"pricings must be 'fast' / 'progress' and lps among {LP_VALUES}, got {pricings!r}, {lps!r}")
+    if not set(pricings) <= set(LANE_PRICINGS) or not set(lps) <= set(LP_VALUES):
+        raise ValueError(f"pricings must be among {LANE_PRICINGS} and lps among {LP_VALUES}, got {pricings!r}, {lps!r}")
     rows: list[dict[str, Any]] = []
     for n in jobs:
         for seed in seeds:
@@ -191,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--check-seconds", type=float, default=120.0, help="CP-SAT on the fixed starts (0: none)")
     parser.add_argument(
         "--pricing",
-        choices=("fast", "progress"),
+        choices=LANE_PRICINGS,
         nargs="+",
         default=["fast"],
         help="the lane DP of the LPs, one row each: 'progress' checks each job's progress in its lane (no cover rows)",

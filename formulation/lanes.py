@@ -72,6 +72,8 @@ DEFAULT_SMOOTHING = 0.8
 MAX_SEPARATIONS = 30
 SEPARATION_GAP = 0.01
 """Rounds of cover rows added per column generation at most (:class:`_CoverRows`)."""
+LANE_PRICINGS = ("fast", "progress")
+"""The lane DPs :func:`lane_bound` takes (``pricing``)."""
 DEFAULT_MAX_LANE_STATES = 12_000_000
 """Above this many DP cells (``jobs × (T+1)²``, about 26 bytes each) the lane bound is skipped."""
 
@@ -1563,7 +1565,7 @@ def lane_bound(
         the only start slot it may take, and the only pairs of job ids that may share. The value then
         bounds the schedules that keep to them, not the problem's.
     """
-    if pricing not in ("fast", "progress"):
+    if pricing not in LANE_PRICINGS:
         raise ValueError(f"pricing must be 'fast' or 'progress', got {pricing!r}")
     index = problem.index
     sharing_pairs = None if sharing_pairs is None else list(sharing_pairs)
