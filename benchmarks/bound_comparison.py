@@ -9,7 +9,8 @@ upper-bound solution (the slotted greedy's warm start, whose schedule also gives
 
 ``--arrivals poisson`` takes the family's Poisson arrivals at load 1. ``--methods lanes coupled tree``
 adds branch-and-bound on the lane LP (:func:`formulation.lane_tree.lane_tree_bound`; its ``rounds``
-column holds the nodes solved, ``columns`` the nodes left open).
+column holds the nodes solved, ``columns`` the nodes left open); ``runs`` the per-job run relaxation
+(:func:`formulation.run_columns.run_bound`, a diagnostic: weaker than the lanes where measured).
 
 Columns: ``jobs, gpus, arrivals, last_release`` (the latest release slot), ``seed, slot, horizon,
 ub_slots, method, bound_slots, status, seconds, rounds, columns, gap_to_ub`` (``(ub − bound)/ub``)
@@ -37,9 +38,10 @@ from formulation.generator import generate_instance
 from formulation.lane_tree import lane_tree_bound
 from formulation.lanes import lane_bound
 from formulation.relaxation import refined_coupled_bound
+from formulation.run_columns import run_bound
 from solvers.warmstart import warm_start
 
-METHODS = ("lanes", "coupled", "tree")
+METHODS = ("lanes", "coupled", "tree", "runs")
 DEFAULT_METHODS = ("lanes", "coupled")
 
 
@@ -81,6 +83,9 @@ def compare(
                 elif method == "tree":
                     tree = lane_tree_bound(problem, time_limit=time_limit)
                     value, status, rounds, columns = tree.value, tree.status, tree.nodes, tree.open_nodes
+                elif method == "runs":
+                    runs = run_bound(problem, time_limit=time_limit)
+                    value, status, rounds, columns = runs.value, runs.status, runs.rounds, runs.columns
                 else:
                     coupled = refined_coupled_bound(problem, time_limit=time_limit)
                     value, status, rounds, columns = coupled.value, coupled.status, coupled.rounds, coupled.variables
