@@ -19,6 +19,11 @@ with both restrictions and this pricing is the master's charging, not the DP's.
 ``--one-gpu-jobs`` draws the same family with every job on one GPU: no gangs, so what the LP still
 lacks there with the starts and pairs given is not how it charges a gang over its lanes.
 
+``--gang-repeats`` (with the root) adds ``gang_repeat_share``, the share of the gangs' lane-units the
+root's optimum covers by a gang's second entry in one lane (a gang time-sliced on one GPU), and
+``elementary_ceiling``, the root's master re-solved without such lanes: the LP over lanes that hold
+each gang once is at most this, so ``elementary_ceiling − root`` is the most elementary lanes can add.
+
 One CSV row per instance and pricing: ``jobs, gpus, seed, one_gpu_jobs, slot, horizon, schedule_slots,
 solver_bound_slots``; ``pairs`` (sharing in the schedule) and ``shareable_pairs``; ``check``
 (``proven``, ``better`` with the value in ``best_given_starts``, or ``open``) and ``check_seconds``;
@@ -109,6 +114,7 @@ def measure(
     pricings: Sequence[str] = ("fast",),
     lps: Sequence[str] = LP_VALUES,
     one_gpu_jobs: bool = False,
+    gang_repeats: bool = False,
     progress: bool = True,
 ) -> pd.DataFrame:
     """One row per instance and pricing (module docstring); every schedule is validated first."""
@@ -160,7 +166,13 @@ def measure(
                 row = {**base, "pricing": kind}
                 for name in lps:
                     restriction = restrictions[name]
-                    lp = lane_bound(problem, time_limit=lp_time_limit, pricing=kind, **restriction)
+                    repeats = gang_repeats and name == "root"
+                    lp = lane_bound(
+                        problem, time_limit=lp_time_limit, pricing=kind, gang_repeats=repeats, **restriction
+                    )
+                    if repeats:
+                        row["gang_repeat_share"] = lp.gang_repeat_share
+                        row["elementary_ceiling"] = lp.elementary_ceiling
                     row[name] = lp.value
                     row[f"{name}_status"] = lp.status
                     row[f"{name}_seconds"] = round(lp.seconds, 2)
@@ -202,6 +214,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--one-gpu-jobs", action="store_true", help="every job takes one GPU (no gangs; the family otherwise the same)"
     )
+    parser.add_argument(
+        "--gang-repeats",
+        action="store_true",
+        help="with the root: how much it time-slices gangs, and the most lanes holding each gang once could add",
+    )
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.time_limit <= 0 or args.lp_time_limit <= 0 or args.check_seconds < 0:
@@ -224,6 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             pricings=args.pricing,
             lps=[name for name in LP_VALUES if name in args.lps],
             one_gpu_jobs=args.one_gpu_jobs,
+            gang_repeats=args.gang_repeats,
         )
     except (DuettoInputError, SolverUnavailableError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -232,6 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         frame.to_csv(args.output, index=False)
     shown = ["jobs", "seed", "pricing", "schedule_slots", *(name for name in LP_VALUES if name in frame.columns)]
+    shown += [name for name in ("gang_repeat_share", "elementary_ceiling") if name in frame.columns]
     shown += ["pairs", "check", "best_given_starts"]
     print(frame[shown].to_string(index=False))
     return 0

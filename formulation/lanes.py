@@ -132,6 +132,13 @@ class LaneBound:
     horizon: int = 0
     history: tuple[tuple[float, float, float], ...] = field(default=(), repr=False)
     """(seconds, master value, best bound) after each round."""
+    gang_repeat_share: float = math.nan
+    """With ``gang_repeats=True``: the share of the gangs' lane-units (``Σ G_j``) that the last master
+    covers by a gang's second or later entry in one lane (time-slicing a gang on one GPU)."""
+    elementary_ceiling: float = math.nan
+    """With ``gang_repeats=True``: the last master re-solved without the lanes that hold a gang twice.
+    Not a bound: a subset of the elementary lanes, so the LP over *every* lane that holds each gang at
+    most once is at most this (``nan`` if that master did not solve)."""
 
     @property
     def proven(self) -> bool:
@@ -814,6 +821,37 @@ class _Master:
         columns = np.array(self.lane_cols, dtype=np.int32)
         uppers = np.array([self.inf if self._inside(lane) else 0.0 for lane in self.lanes])
         self.h.changeColsBounds(len(columns), columns, np.zeros(len(columns)), uppers)
+
+    def _repeats_a_gang(self, lane: Lane) -> bool:
+        seen: set[int] = set()
+        for e in lane.entries:
+            if e.job in seen and self.data.num_gpus[e.job] > 1:
+                return True
+            seen.add(e.job)
+        return False
+
+    def gang_repeat_share(self, values: np.ndarray) -> float:
+        """The share of the gangs' lane-units (``Σ_{G_j > 1} G_j``) covered at column values ``values`` by
+        a gang's second or later entry in one lane."""
+        gangs = self.data.num_gpus > 1
+        if not gangs.any():
+            return 0.0
+        repeated = 0.0
+        for lane, col in zip(self.lanes, self.lane_cols, strict=True):
+            weight = float(values[col])
+            if weight > 1e-12:
+                jobs = [e.job for e in lane.entries if gangs[e.job]]
+                repeated += weight * (len(jobs) - len(set(jobs)))
+        return repeated / float(self.data.num_gpus[gangs].sum())
+
+    def without_gang_repeats(self, seconds: float) -> float | None:
+        """The master's optimum with every lane that holds a gang twice fixed to 0 (the master is changed
+        for good), or None if it did not solve."""
+        for lane, col in zip(self.lanes, self.lane_cols, strict=True):
+            if self._repeats_a_gang(lane):
+                self.h.changeColBounds(col, 0.0, 0.0)
+        solved = self.solve(seconds)
+        return None if solved is None else float(solved[0])
 
     def values(self) -> np.ndarray:
         """The last solve's column values."""
@@ -1529,6 +1567,7 @@ def lane_bound(
     cover_sets: bool = True,
     fixed_starts: dict[str, int] | None = None,
     sharing_pairs: Iterable[tuple[str, str]] | None = None,
+    gang_repeats: bool = False,
 ) -> LaneBound:
     """Lower bound on ``Σ_j E_j`` (slots) by column generation over lanes (module docstring).
 
@@ -1564,6 +1603,10 @@ def lane_bound(
         Restrictions, for measuring where the LP's slack lies (``benchmarks.lane_slack``): job id →
         the only start slot it may take, and the only pairs of job ids that may share. The value then
         bounds the schedules that keep to them, not the problem's.
+    gang_repeats
+        Also measure how much the last master time-slices gangs (a gang twice in one lane) and what
+        forbidding that could gain at most (:attr:`LaneBound.gang_repeat_share`,
+        :attr:`LaneBound.elementary_ceiling`; a diagnostic, after the bound, at most 60 s more).
     """
     if pricing not in LANE_PRICINGS:
         raise ValueError(f"pricing must be 'fast' or 'progress', got {pricing!r}")
@@ -1620,7 +1663,12 @@ def lane_bound(
         cancel=cancel,
         on_bound=report,
     )
-    return _result(outcome, outcome.status, master, began)
+    result = _result(outcome, outcome.status, master, began)
+    if gang_repeats and outcome.values is not None:
+        share = master.gang_repeat_share(outcome.values)
+        ceiling = master.without_gang_repeats(60.0)
+        result = replace(result, gang_repeat_share=share, elementary_ceiling=math.nan if ceiling is None else ceiling)
+    return result
 
 
 def _result(outcome: _Generation, status: str, master: _Master, began: float) -> LaneBound:

@@ -195,6 +195,22 @@ def test_lane_bound_never_exceeds_a_proven_optimum(seed: int) -> None:
     assert any(job.num_gpus > 1 for job in instance.jobs)
 
 
+def test_lane_bound_measures_how_much_it_time_slices_gangs() -> None:
+    # the contended set's masters hold a 4-GPU gang several times in one lane; re-solved without such
+    # lanes the master can only rise, and it says so without changing the bound itself
+    shares = []
+    for seed in range(3):
+        _, optimum, problem = contended(seed)
+        plain = lane_bound(problem, cover_sets=False)
+        measured = lane_bound(problem, cover_sets=False, gang_repeats=True)
+        assert measured.value == pytest.approx(plain.value, abs=1e-4) and measured.value <= optimum + 1e-6
+        assert math.isnan(plain.elementary_ceiling)
+        assert 0.0 <= measured.gang_repeat_share <= 1.0
+        assert measured.elementary_ceiling >= measured.value - 1e-4
+        shares.append(measured.gang_repeat_share)
+    assert max(shares) > 0.0
+
+
 @pytest.mark.parametrize("name", ["coarse_n8_M4_s1", "coarse_n10_M4_s2", "coarse_n12_M4_s3"])
 def test_lane_bound_below_the_optimum_of_the_coarse_instances(name: str) -> None:
     path = shared_data_dir() / "oracle-coarse" / f"{name}.json"
@@ -637,13 +653,16 @@ def test_lane_slack_benchmark_orders_its_restricted_lps_below_the_schedule(tmp_p
     # starts and pairs the LP still holds the schedule's lanes, so it stays at or below the schedule
     output = tmp_path / "slack.csv"
     argv = ["--jobs", "8", "--gpus", "4", "--gpus-per-node", "4", "--seeds", "2", "--time-limit", "8"]
-    code = lane_slack.main([*argv, "--lp-time-limit", "30", "--check-seconds", "15", "--output", str(output)])
+    options = ["--lp-time-limit", "30", "--check-seconds", "15", "--gang-repeats"]
+    code = lane_slack.main([*argv, *options, "--output", str(output)])
     assert code == 0
     frame = pd.read_csv(output)
     assert len(frame) == 2 and set(frame["pricing"]) == {"fast"} and not frame["one_gpu_jobs"].any()
     for _, row in frame.iterrows():
         assert all(row[f"{name}_status"] == "optimal" for name in lane_slack.LP_VALUES)
         tol = 1e-4 * row["schedule_slots"]  # LP optima to HiGHS's and the pricing's tolerances
+        # the root's master without the lanes that repeat a gang: fewer columns, so no lower
+        assert 0.0 <= row["gang_repeat_share"] <= 1.0 and row["elementary_ceiling"] >= row["root"] - tol
         assert row["root"] <= row["starts_fixed"] + tol and row["root"] <= row["pairs_only"] + tol
         assert row["starts_fixed"] <= row["starts_and_pairs"] + tol
         assert row["pairs_only"] <= row["starts_and_pairs"] + tol
