@@ -822,13 +822,10 @@ class _Master:
         uppers = np.array([self.inf if self._inside(lane) else 0.0 for lane in self.lanes])
         self.h.changeColsBounds(len(columns), columns, np.zeros(len(columns)), uppers)
 
-    def _repeats_a_gang(self, lane: Lane) -> bool:
-        seen: set[int] = set()
-        for e in lane.entries:
-            if e.job in seen and self.data.num_gpus[e.job] > 1:
-                return True
-            seen.add(e.job)
-        return False
+    def _gang_repeats(self, lane: Lane) -> int:
+        """The lane's entries of a gang after that gang's first."""
+        gangs = [e.job for e in lane.entries if self.data.num_gpus[e.job] > 1]
+        return len(gangs) - len(set(gangs))
 
     def gang_repeat_share(self, values: np.ndarray) -> float:
         """The share of the gangs' lane-units (``Σ_{G_j > 1} G_j``) covered at column values ``values`` by
@@ -840,15 +837,14 @@ class _Master:
         for lane, col in zip(self.lanes, self.lane_cols, strict=True):
             weight = float(values[col])
             if weight > 1e-12:
-                jobs = [e.job for e in lane.entries if gangs[e.job]]
-                repeated += weight * (len(jobs) - len(set(jobs)))
+                repeated += weight * self._gang_repeats(lane)
         return repeated / float(self.data.num_gpus[gangs].sum())
 
     def without_gang_repeats(self, seconds: float) -> float | None:
         """The master's optimum with every lane that holds a gang twice fixed to 0 (the master is changed
         for good), or None if it did not solve."""
         for lane, col in zip(self.lanes, self.lane_cols, strict=True):
-            if self._repeats_a_gang(lane):
+            if self._gang_repeats(lane):
                 self.h.changeColBounds(col, 0.0, 0.0)
         solved = self.solve(seconds)
         return None if solved is None else float(solved[0])

@@ -246,7 +246,8 @@ class _RunModel:
         n, horizon = data.n, data.horizon
         self.n, self.horizon = n, horizon
         self.windows = (horizon + width - 1) // width
-        self.window_of = np.arange(horizon) // width
+        self.window_of = (np.arange(horizon) // width).astype(np.int64)
+        self.partner_gpus = data.num_gpus.astype(np.int64)
         # slots each job may run in: up to its latest end, or to the cut if it may end past it
         self.stop = np.where(data.can_be_late, horizon, data.last_end).astype(np.int64)
         self.available = np.zeros((n, horizon), dtype=np.bool_)
@@ -297,14 +298,19 @@ class _RunModel:
                         top = float(min(data.num_gpus[i], data.num_gpus[k]) * inside.size)
                         self.cells.append((i, k, w, top))
                     if excess > 0:
-                        self.wide.append((i, k, w, excess if data.shareable[i, k] else 1.0, inside))
+                        shared = excess if data.shareable[i, k] else 1.0
+                        self.wide.append((i, k, w, shared, inside))
                         wide_rows.append(rows)
-                        lower.append(-(excess if data.shareable[i, k] else 1.0) * inside.size)
+                        lower.append(-shared * inside.size)
                         upper.append(inf)
                         rows += 1
         self.wide_row = np.array(wide_rows, dtype=np.int64)
         self.wide_lower = np.array([-e * inside.size for _, _, _, e, inside in self.wide])
-        wide_of_cell = {(i, k, w): int(self.wide_row[r]) for r, (i, k, w, _, _) in enumerate(self.wide)}
+        wide_of_cell = {(i, k, w): r for r, (i, k, w, _, _) in enumerate(self.wide)}
+        # the cells as arrays for the Lagrangian, each with its too-wide row (an index into self.wide; −1: none)
+        self.cell_i, self.cell_k, self.cell_w = (np.array([c[a] for c in self.cells], dtype=np.int64) for a in range(3))
+        self.cell_top = np.array([c[3] for c in self.cells])
+        self.cell_wide = np.array([wide_of_cell.get(c[:3], -1) for c in self.cells], dtype=np.int64)
         # per job, the wide rows it is in: (row index in self.wide, slots)
         self.wide_of_job: list[list[int]] = [[] for _ in range(n)]
         for r, (i, k, _, _, _) in enumerate(self.wide):
@@ -316,11 +322,11 @@ class _RunModel:
         for t in range(horizon):
             idx = np.array([self.gpu_row[t], self.credit_row[self.window_of[t]]], dtype=np.int32)
             h.addCol(0.0, 0.0, gpus, 2, idx, np.array([-1.0, 1.0]))
-        for i, k, w, top in self.cells:
+        for (i, k, w, top), wide in zip(self.cells, self.cell_wide, strict=True):
             rows_of = [self.credit_row[w], self.claim_row[(i, k, w)], self.claim_row[(k, i, w)]]
             values_of = [-1.0, 1.0, 1.0]
-            if (i, k, w) in wide_of_cell:
-                rows_of.append(wide_of_cell[(i, k, w)])
+            if wide >= 0:
+                rows_of.append(int(self.wide_row[wide]))
                 values_of.append(1.0)
             h.addCol(0.0, 0.0, top, len(rows_of), np.array(rows_of, dtype=np.int32), np.array(values_of))
         for j in range(n):
@@ -416,9 +422,9 @@ class _RunModel:
                 self.available,
                 np.ascontiguousarray(data.sigma[j]),
                 self.by_speed[j],
-                data.num_gpus.astype(np.int64),
+                self.partner_gpus,
                 self.levels[j],
-                self.window_of.astype(np.int64),
+                self.window_of,
                 self.grid,
                 first,
                 stop,
@@ -470,12 +476,12 @@ class _RunModel:
         total = float(per_job.sum()) - data.gpus * float(duals.gpu.sum())
         # e_t: reduced cost φ_w − π_t, at most #GPUs
         total += data.gpus * float(np.minimum(0.0, duals.credit[self.window_of] - duals.gpu).sum())
-        wide_of_cell = {(i, k, w): r for r, (i, k, w, _, _) in enumerate(self.wide)}
-        for i, k, w, top in self.cells:
-            reduced = duals.claim[i, k, w] + duals.claim[k, i, w] - duals.credit[w]
-            if (i, k, w) in wide_of_cell:
-                reduced -= duals.wide[wide_of_cell[(i, k, w)]]
-            total += top * min(0.0, float(reduced))
+        # s_ikw: reduced cost ρ_ikw + ρ_kiw − φ_w − ν (its too-wide row's), at most its upper bound
+        i, k, w = self.cell_i, self.cell_k, self.cell_w
+        reduced = duals.claim[i, k, w] + duals.claim[k, i, w] - duals.credit[w]
+        has_wide = self.cell_wide >= 0
+        reduced[has_wide] -= duals.wide[self.cell_wide[has_wide]]
+        total += float(np.dot(self.cell_top, np.minimum(0.0, reduced)))
         if self.wide:
             total += float(np.dot(duals.wide, self.wide_lower))
         return total
