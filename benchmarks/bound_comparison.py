@@ -11,6 +11,8 @@ upper-bound solution (the slotted greedy's warm start, whose schedule also gives
 adds branch-and-bound on the lane LP (:func:`formulation.lane_tree.lane_tree_bound`; its ``rounds``
 column holds the nodes solved, ``columns`` the nodes left open); ``runs`` the per-job run relaxation
 (:func:`formulation.run_columns.run_bound`, a diagnostic: weaker than the lanes where measured).
+``--branching starts joint ends`` runs the tree once per branching rule
+(:data:`formulation.lane_tree.BRANCHINGS`; methods ``tree``, ``tree:joint``, ``tree:ends``).
 
 Columns: ``jobs, gpus, arrivals, last_release`` (the latest release slot), ``seed, slot, horizon,
 ub_slots, method, bound_slots, status, seconds, rounds, columns, gap_to_ub`` (``(ub − bound)/ub``)
@@ -35,7 +37,7 @@ import pandas as pd
 
 from formulation.discretize import choose_slot, discretize
 from formulation.generator import generate_instance
-from formulation.lane_tree import lane_tree_bound
+from formulation.lane_tree import BRANCHINGS, lane_tree_bound
 from formulation.lanes import lane_bound
 from formulation.relaxation import refined_coupled_bound
 from formulation.run_columns import run_bound
@@ -80,8 +82,9 @@ def compare(
                 if method == "lanes":
                     lanes = lane_bound(problem, time_limit=time_limit)
                     value, status, rounds, columns = lanes.value, lanes.status, lanes.rounds, lanes.columns
-                elif method == "tree":
-                    tree = lane_tree_bound(problem, time_limit=time_limit)
+                elif method == "tree" or method.startswith("tree:"):
+                    rule = method.partition(":")[2] or "starts"
+                    tree = lane_tree_bound(problem, time_limit=time_limit, branching=rule)
                     value, status, rounds, columns = tree.value, tree.status, tree.nodes, tree.open_nodes
                 elif method == "runs":
                     runs = run_bound(problem, time_limit=time_limit)
@@ -150,8 +153,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--target-slots", type=int, default=None)
     parser.add_argument("--arrivals", choices=["zero", "poisson"], default="zero")
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(DEFAULT_METHODS))
+    parser.add_argument(
+        "--branching", nargs="+", choices=BRANCHINGS, default=["starts"], help="the tree's rules, one row each"
+    )
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args(argv)
+    trees = ["tree" if rule == "starts" else f"tree:{rule}" for rule in args.branching]
+    methods = [name for method in args.methods for name in (trees if method == "tree" else [method])]
     if args.time_limit <= 0 or args.seeds < 1 or min(args.jobs) < 1 or args.gpus < 1:
         print("error: --time-limit, --seeds, --jobs and --gpus must be positive", file=sys.stderr)
         return 2
@@ -163,14 +171,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         seeds,
         args.time_limit,
         args.target_slots,
-        args.methods,
+        methods,
         arrivals=args.arrivals,
     )
     if args.output is not None:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         frame.to_csv(args.output, index=False)
     print(frame.to_string(index=False))
-    if len(args.methods) > 1:
+    if len(methods) > 1:
         print(summarize(frame).to_string(index=False))
     return 0
 

@@ -24,6 +24,14 @@ root's optimum covers by a gang's second entry in one lane (a gang time-sliced o
 ``elementary_ceiling``, the root's master re-solved without such lanes: the LP over lanes that hold
 each gang once is at most this, so ``elementary_ceiling − root`` is the most elementary lanes can add.
 
+``--lps ... gang_starts_fixed`` adds the LP with only the gangs' starts (jobs on two or more GPUs) fixed
+at the schedule's, and ``--check-gang-starts`` the CP-SAT check on that larger region (columns
+``gang_check``, ``best_given_gang_starts``, ``gang_check_seconds``). ``--tree-seconds S`` branches on the
+ends for ``S`` seconds inside the region of the schedule's starts
+(:func:`formulation.lane_tree.lane_tree_bound` with ``root_window`` and ``branching="ends"``, no leaf
+checks; ``starts_fixed_tree`` and its status, nodes and seconds): how far branching closes what the LP
+lacks once the starts are known, against the check's answer for the same region.
+
 One CSV row per instance and pricing: ``jobs, gpus, seed, one_gpu_jobs, slot, horizon, schedule_slots,
 solver_bound_slots``; ``pairs`` (sharing in the schedule) and ``shareable_pairs``; ``check``
 (``proven``, ``better`` with the value in ``best_given_starts``, or ``open``) and ``check_seconds``;
@@ -52,14 +60,15 @@ from formulation.discretize import SlottedProblem, discretize, evaluate
 from formulation.errors import DuettoInputError
 from formulation.generator import DEFAULT_GPU_DEMAND_WEIGHTS, generate_instance
 from formulation.instance import Instance
-from formulation.lane_tree import node_region
+from formulation.lane_tree import lane_tree_bound, node_region
 from formulation.lanes import LANE_PRICINGS, LaneData, Window, default_cut, lane_bound
 from formulation.validator import validate
 from solvers import SolverUnavailableError, solve
 from solvers.api import standalone_leaf_checker
 from solvers.backends import check_available, resolve
 
-LP_VALUES = ("root", "starts_fixed", "pairs_only", "starts_and_pairs")
+LP_VALUES = ("root", "starts_fixed", "pairs_only", "starts_and_pairs", "gang_starts_fixed")
+DEFAULT_LPS = LP_VALUES[:4]
 
 
 def schedule_pairs(problem: SlottedProblem) -> list[tuple[str, str]]:
@@ -77,18 +86,37 @@ def schedule_pairs(problem: SlottedProblem) -> list[tuple[str, str]]:
     ]
 
 
-def _check_starts(instance: Instance, problem: SlottedProblem, seconds: float) -> tuple[str, float]:
-    """CP-SAT on the region where every job starts where the upper-bound solution starts it, asked for
-    a schedule one slot better: ``("proven", value)`` if none exists, ``("better", its value)``, or
-    ``("open", nan)``."""
-    assert problem.upper_bound is not None and problem.upper_bound_value is not None
-    value = float(problem.upper_bound_value)
+def schedule_starts(problem: SlottedProblem, *, gangs_only: bool = False) -> dict[str, int]:
+    """The upper-bound solution's start slot of every job (``gangs_only``: of the jobs on two or more
+    GPUs)."""
+    assert problem.upper_bound is not None
+    return {
+        job_id: a.start
+        for job_id, a in problem.upper_bound.items()
+        if not gangs_only or problem.jobs[problem.index[job_id]].num_gpus > 1
+    }
+
+
+def starts_window(problem: SlottedProblem, starts: dict[str, int]) -> tuple[LaneData, Window]:
+    """The lane data and the root window with the given jobs' starts fixed."""
     data = LaneData.from_problem(problem, default_cut(problem))
     whole = data.window()
-    starts = whole.start_lo.copy()
-    for job_id, assignment in problem.upper_bound.items():
-        starts[problem.index[job_id]] = assignment.start
-    region = node_region(Window(starts, starts.copy(), whole.end_lo, whole.end_hi), data)
+    start_lo, start_hi = whole.start_lo.copy(), whole.start_hi.copy()
+    for job_id, start in starts.items():
+        start_lo[problem.index[job_id]] = start_hi[problem.index[job_id]] = start
+    return data, Window(start_lo, start_hi, whole.end_lo, whole.end_hi)
+
+
+def _check_starts(
+    instance: Instance, problem: SlottedProblem, seconds: float, *, gangs_only: bool = False
+) -> tuple[str, float]:
+    """CP-SAT on the region where every job (``gangs_only``: every gang) starts where the upper-bound
+    solution starts it, asked for a schedule one slot better: ``("proven", value)`` if none exists,
+    ``("better", its value)``, or ``("open", nan)``."""
+    assert problem.upper_bound is not None and problem.upper_bound_value is not None
+    value = float(problem.upper_bound_value)
+    data, window = starts_window(problem, schedule_starts(problem, gangs_only=gangs_only))
+    region = node_region(window, data)
     checker = standalone_leaf_checker(instance, problem, seconds + 30)
     try:
         verdict = checker(region, math.ceil(value - 1e-9) - 1, seconds)
@@ -112,9 +140,11 @@ def measure(
     lp_time_limit: float = 300.0,
     check_seconds: float = 120.0,
     pricings: Sequence[str] = ("fast",),
-    lps: Sequence[str] = LP_VALUES,
+    lps: Sequence[str] = DEFAULT_LPS,
     one_gpu_jobs: bool = False,
     gang_repeats: bool = False,
+    tree_seconds: float = 0.0,
+    check_gang_starts: bool = False,
     progress: bool = True,
 ) -> pd.DataFrame:
     """One row per instance and pricing (module docstring); every schedule is validated first."""
@@ -134,7 +164,8 @@ def measure(
             problem = problem.with_upper_bound(result.schedule)
             assert problem.upper_bound is not None
             schedule = float(problem.upper_bound_value or math.nan)
-            starts = {job_id: a.start for job_id, a in problem.upper_bound.items()}
+            starts = schedule_starts(problem)
+            gang_starts = schedule_starts(problem, gangs_only=True)
             pairs = schedule_pairs(problem)
             base: dict[str, Any] = {
                 "jobs": n,
@@ -146,6 +177,7 @@ def measure(
                 "schedule_slots": schedule,
                 "solver_bound_slots": result.stats["bound_slots"],
                 "pairs": len(pairs),
+                "gangs": len(gang_starts),
             }
             data = LaneData.from_problem(problem, default_cut(problem))
             base["shareable_pairs"] = int(data.shareable.sum()) // 2
@@ -155,11 +187,26 @@ def measure(
                 base["check_seconds"] = round(time.perf_counter() - began, 2)
             else:
                 base["check"], base["best_given_starts"], base["check_seconds"] = "not run", math.nan, 0.0
+            if check_gang_starts and check_seconds > 0:
+                began = time.perf_counter()
+                base["gang_check"], base["best_given_gang_starts"] = _check_starts(
+                    instance, problem, check_seconds, gangs_only=True
+                )
+                base["gang_check_seconds"] = round(time.perf_counter() - began, 2)
+            if tree_seconds > 0:
+                # branch-and-bound on the ends inside the region of the schedule's starts (no leaf checks)
+                _, window = starts_window(problem, starts)
+                tree = lane_tree_bound(problem, time_limit=tree_seconds, branching="ends", root_window=window)
+                base["starts_fixed_tree"] = tree.value
+                base["starts_fixed_tree_status"] = tree.status
+                base["starts_fixed_tree_nodes"] = tree.nodes
+                base["starts_fixed_tree_seconds"] = round(tree.seconds, 2)
             restrictions: dict[str, dict[str, Any]] = {
                 "root": {},
                 "starts_fixed": {"fixed_starts": starts},
                 "pairs_only": {"sharing_pairs": pairs},
                 "starts_and_pairs": {"fixed_starts": starts, "sharing_pairs": pairs},
+                "gang_starts_fixed": {"fixed_starts": gang_starts},
             }
             # every pricing against the same schedule: the schedules differ from solve to solve
             for kind in pricings:
@@ -209,7 +256,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the lane DP of the LPs, one row each: 'progress' checks each job's progress in its lane (no cover rows)",
     )
     parser.add_argument(
-        "--lps", choices=LP_VALUES, nargs="+", default=list(LP_VALUES), help="which of the four LPs to solve"
+        "--lps",
+        choices=LP_VALUES,
+        nargs="+",
+        default=list(DEFAULT_LPS),
+        help="which LPs to solve (default the first four; gang_starts_fixed fixes only the gangs' starts)",
     )
     parser.add_argument(
         "--one-gpu-jobs", action="store_true", help="every job takes one GPU (no gangs; the family otherwise the same)"
@@ -219,10 +270,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="with the root: how much it time-slices gangs, and the most lanes holding each gang once could add",
     )
+    parser.add_argument(
+        "--tree-seconds",
+        type=float,
+        default=0.0,
+        help="also branch on the ends for this long inside the region of the schedule's starts (0: not)",
+    )
+    parser.add_argument(
+        "--check-gang-starts",
+        action="store_true",
+        help="also run the CP-SAT check on the region where only the gangs' starts are the schedule's",
+    )
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args(argv)
-    if args.time_limit <= 0 or args.lp_time_limit <= 0 or args.check_seconds < 0:
-        print("error: --time-limit and --lp-time-limit must be positive, --check-seconds at least 0", file=sys.stderr)
+    if args.time_limit <= 0 or args.lp_time_limit <= 0 or args.check_seconds < 0 or args.tree_seconds < 0:
+        print(
+            "error: --time-limit and --lp-time-limit must be positive, --check-seconds and --tree-seconds at least 0",
+            file=sys.stderr,
+        )
         return 2
     if args.seeds < 1 or min(args.jobs) < 1 or args.gpus < 1 or args.gpus_per_node < 1:
         print("error: --seeds, --jobs, --gpus and --gpus-per-node must be positive", file=sys.stderr)
@@ -242,6 +307,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             lps=[name for name in LP_VALUES if name in args.lps],
             one_gpu_jobs=args.one_gpu_jobs,
             gang_repeats=args.gang_repeats,
+            tree_seconds=args.tree_seconds,
+            check_gang_starts=args.check_gang_starts,
         )
     except (DuettoInputError, SolverUnavailableError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -251,7 +318,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         frame.to_csv(args.output, index=False)
     shown = ["jobs", "seed", "pricing", "schedule_slots", *(name for name in LP_VALUES if name in frame.columns)]
     shown += [name for name in ("gang_repeat_share", "elementary_ceiling") if name in frame.columns]
+    shown += [name for name in ("starts_fixed_tree", "starts_fixed_tree_nodes") if name in frame.columns]
     shown += ["pairs", "check", "best_given_starts"]
+    shown += [name for name in ("gang_check", "best_given_gang_starts") if name in frame.columns]
     print(frame[shown].to_string(index=False))
     return 0
 

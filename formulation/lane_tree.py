@@ -9,7 +9,8 @@ window are fixed to zero, the pricing DP never starts a job outside its window).
 reaches the incumbent (the problem's upper-bound solution, or a better value given) is pruned; the
 others are split on the job whose start distribution is most spread (weighted by its GPUs, so gangs
 first) at the median of that distribution, or, when every start is a single slot, on an end
-distribution the same way. Best bound first.
+distribution the same way (``branching`` chooses ends first, or the most spread of either; measured no
+better, docs/oracle.md "Branching on ends, and the regions of fixed starts"). Best bound first.
 
 The global bound — the smallest bound of a node still open (or of one that cannot be split further),
 and the incumbent when none is left — is valid at every moment: every schedule at least as good as
@@ -235,23 +236,36 @@ def _spread(allowed: np.ndarray, distribution: np.ndarray, lo: int, hi: int) -> 
     return (spread, int(slots[k])) if spread > 1e-6 else None
 
 
-def _children(master: _Master, values: np.ndarray, window: Window) -> tuple[Window, Window] | None:
-    """Split the node on the job whose start (or, failing any, end) distribution is most spread,
-    weighted by its GPUs; ``None`` when every job's start and end are single slots."""
+BRANCHINGS = ("starts", "joint", "ends")
+"""Which distributions the tree splits on (:func:`_children`): ``"starts"`` starts first, ends only once
+every start is one slot; ``"joint"`` the most spread of either; ``"ends"`` ends first."""
+
+
+def _children(
+    master: _Master, values: np.ndarray, window: Window, branching: str = "starts"
+) -> tuple[Window, Window] | None:
+    """Split the node on the job whose start or end distribution (in the order ``branching`` says) is
+    most spread, weighted by its GPUs; ``None`` when every job's start and end are single slots."""
     data = master.data
     starts, ends = master.distributions(values)
-    for kind in ("start", "end"):
-        best: tuple[float, int, int] | None = None
-        for j in range(data.n):
-            if kind == "start":
-                found = _spread(master.root_starts[j], starts[j], int(window.start_lo[j]), int(window.start_hi[j]))
-            else:
-                found = _spread(master.root_ends[j], ends[j], int(window.end_lo[j]), int(window.end_hi[j]))
-            if found is not None and (best is None or found[0] * data.num_gpus[j] > best[0]):
-                best = (found[0] * float(data.num_gpus[j]), j, found[1])
+    passes: tuple[tuple[str, ...], ...] = {
+        "starts": (("start",), ("end",)),
+        "joint": (("start", "end"),),
+        "ends": (("end",), ("start",)),
+    }[branching]
+    for kinds in passes:
+        best: tuple[float, str, int, int] | None = None
+        for kind in kinds:
+            for j in range(data.n):
+                if kind == "start":
+                    found = _spread(master.root_starts[j], starts[j], int(window.start_lo[j]), int(window.start_hi[j]))
+                else:
+                    found = _spread(master.root_ends[j], ends[j], int(window.end_lo[j]), int(window.end_hi[j]))
+                if found is not None and (best is None or found[0] * data.num_gpus[j] > best[0]):
+                    best = (found[0] * float(data.num_gpus[j]), kind, j, found[1])
         if best is None:
             continue
-        _, job, at = best
+        _, kind, job, at = best
         if kind == "start":
             left_hi, right_lo = window.start_hi.copy(), window.start_lo.copy()
             left_hi[job], right_lo[job] = at, at + 1
@@ -279,6 +293,8 @@ def lane_tree_bound(
     leaf_seconds: float = 10.0,
     check_depth: int | None = None,
     cover_sets: bool | None = None,
+    branching: str = "starts",
+    root_window: Window | None = None,
 ) -> LaneTreeBound:
     """A lower bound on ``Σ_j E_j`` (slots) by branch-and-bound over the lane relaxation (module
     docstring).
@@ -299,6 +315,11 @@ def lane_tree_bound(
         sets' rows make every node dearer: at 16 jobs on 8 GPUs the tree ended 0.5-0.8 % lower with them
         on two of three such seeds; where there are none, sets raised the tree's bound 0.3-0.8 % at 60 s
         (docs/oracle.md, "Cover rows over sets of jobs").
+    branching
+        Which distributions a node splits on (:data:`BRANCHINGS`).
+    root_window
+        Search only this region (e.g. every start fixed; for measuring where the slack lies): the
+        bound then holds for the schedules inside it, not for the problem.
     max_nodes, node_rounds
         Nodes solved at most; pricing rounds per node at most.
     cancel
@@ -321,6 +342,8 @@ def lane_tree_bound(
         of its time moves it one level up, one that stops moves it two levels down. Each check gets
         ``leaf_seconds`` at most and a quarter of the time left.
     """
+    if branching not in BRANCHINGS:
+        raise ValueError(f"branching must be one of {BRANCHINGS}, got {branching!r}")
     began = time.perf_counter()
     deadline = began + time_limit
     if problem.upper_bound is None:
@@ -342,7 +365,7 @@ def lane_tree_bound(
     master.add(single_job_lanes(data))
     pricer = _LanePricing(data, master.covers)
     want = max(1, data.n)
-    heap: list[_Node] = [_Node(-math.inf, 0, data.window(), 0)]
+    heap: list[_Node] = [_Node(-math.inf, 0, data.window() if root_window is None else root_window, 0)]
     leaves: list[float] = []  # bounds of nodes that cannot be split
     serial = 1
     nodes = depth = checks = closed = 0
@@ -404,7 +427,7 @@ def lane_tree_bound(
             break
         if not prune_value(bound):
             split: tuple[Window, ...] | None = (
-                None if outcome.values is None else _children(master, outcome.values, node.window)
+                None if outcome.values is None else _children(master, outcome.values, node.window, branching)
             )
             must_check = split is None
             if leaf_check is not None and outcome.values is not None and (must_check or node.depth >= check_depth):

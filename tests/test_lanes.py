@@ -25,18 +25,20 @@ from formulation.generator import generate_instance
 from formulation.instance import Instance, Job
 from formulation.interference import TableInterference
 from formulation.io import load_instance
-from formulation.lane_tree import lane_tree_bound
+from formulation.lane_tree import BRANCHINGS, lane_tree_bound
 from formulation.lanes import (
     REACHABLE,
     Duals,
     Lane,
     LaneData,
     LaneEntry,
+    Window,
     _column_generation,
     _CoverRows,
     _LanePricing,
     _Master,
     _ProgressPricing,
+    default_cut,
     lane_bound,
     lanes_of_solution,
     single_job_lanes,
@@ -284,6 +286,14 @@ def test_bound_comparison_benchmark_writes_both_relaxations(tmp_path: Path) -> N
     frame = pd.read_csv(poisson)
     assert (frame["arrivals"] == "poisson").all() and (frame["last_release"] > 0).all()
     assert (frame["bound_slots"] <= frame["ub_slots"] + 1e-6).all()
+    # the tree once per branching rule, each a method of its own
+    trees = tmp_path / "trees.csv"
+    argv = ["--jobs", "6", "--gpus", "4", "--gpus-per-node", "4", "--seeds", "1", "--time-limit", "3"]
+    rules = ["--methods", "tree", "--branching", "starts", "ends"]
+    assert bound_comparison.main([*argv, *rules, "--output", str(trees)]) == 0
+    frame = pd.read_csv(trees)
+    assert list(frame["method"]) == ["tree", "tree:ends"]
+    assert ((frame["bound_slots"] > 0) & (frame["bound_slots"] <= frame["ub_slots"] + 1e-6)).all()
 
 
 def test_solve_runs_the_lanes_where_they_converge_and_says_why_not_elsewhere() -> None:
@@ -358,6 +368,30 @@ def test_branching_raises_the_bound_and_never_past_the_optimum(seed: int) -> Non
     assert tree.nodes > 1 and tree.depth >= 1
     assert seen == sorted(seen)  # the global bound only rises
     assert tree.seconds < 8 * 1.1 + 1
+
+
+def test_every_branching_rule_and_a_region_of_fixed_starts_stay_below_the_optimum() -> None:
+    # seed 1: two 4-GPU jobs on 4 GPUs. Pruning against an incumbent 10 % worse, a wrong node bound
+    # under any rule shows as a bound above the optimum
+    _, optimum, problem = contended(1)
+    root = lane_bound(problem, time_limit=30, cover_sets=False).value
+    for rule in BRANCHINGS:
+        tree = lane_tree_bound(problem, time_limit=3, incumbent=math.ceil(1.1 * optimum), branching=rule)
+        assert tree.proven and root - 1e-4 <= tree.value <= optimum + 1e-6
+    # the region where every job starts where the optimum starts it holds the optimum: the tree there
+    # bounds the optimum too, from no lower than the whole problem's root (fewer lanes)
+    assert problem.upper_bound is not None and problem.upper_bound_value == optimum
+    data = LaneData.from_problem(problem, default_cut(problem))
+    whole = data.window()
+    starts = whole.start_lo.copy()
+    for job_id, assignment in problem.upper_bound.items():
+        starts[problem.index[job_id]] = assignment.start
+    region = Window(starts, starts.copy(), whole.end_lo, whole.end_hi)
+    fixed = lane_tree_bound(problem, time_limit=5, branching="ends", root_window=region)
+    assert fixed.proven and root - 1e-4 <= fixed.root <= fixed.value <= optimum + 1e-6
+    assert fixed.value == optimum or fixed.status != "optimal"  # closed only by reaching the optimum
+    with pytest.raises(ValueError, match="branching must be one of"):
+        lane_tree_bound(problem, time_limit=1, branching="widest")
 
 
 def test_a_tree_whose_root_meets_the_incumbent_is_closed() -> None:
@@ -653,7 +687,8 @@ def test_lane_slack_benchmark_orders_its_restricted_lps_below_the_schedule(tmp_p
     # starts and pairs the LP still holds the schedule's lanes, so it stays at or below the schedule
     output = tmp_path / "slack.csv"
     argv = ["--jobs", "8", "--gpus", "4", "--gpus-per-node", "4", "--seeds", "2", "--time-limit", "8"]
-    options = ["--lp-time-limit", "30", "--check-seconds", "15", "--gang-repeats"]
+    options = ["--lp-time-limit", "30", "--check-seconds", "15", "--gang-repeats", "--tree-seconds", "4"]
+    options += ["--check-gang-starts", "--lps", *lane_slack.LP_VALUES]
     code = lane_slack.main([*argv, *options, "--output", str(output)])
     assert code == 0
     frame = pd.read_csv(output)
@@ -668,7 +703,16 @@ def test_lane_slack_benchmark_orders_its_restricted_lps_below_the_schedule(tmp_p
         assert row["pairs_only"] <= row["starts_and_pairs"] + tol
         assert row["starts_and_pairs"] <= row["schedule_slots"] + tol
         assert row["pairs"] <= row["shareable_pairs"]
-        assert row["check"] in ("proven", "better")
+        # fixing only the gangs' starts restricts less than fixing every start
+        assert row["root"] <= row["gang_starts_fixed"] + tol <= row["starts_fixed"] + 2 * tol
+        assert row["gang_check"] in ("proven", "better", "open") and row["check"] in ("proven", "better")
+        if row["gang_check"] == "proven":  # no better schedule with the gangs' starts, so none with all
+            assert row["check"] == "proven"
+        if row["gang_check"] != "open":
+            assert row["gang_starts_fixed"] <= row["best_given_gang_starts"] + tol
+            assert row["best_given_gang_starts"] <= row["best_given_starts"]
+        # the tree inside the region of the schedule's starts bounds the best schedule there
+        assert row["starts_fixed_tree"] <= row["best_given_starts"] + tol and row["starts_fixed_tree_nodes"] >= 1
         if row["check"] == "proven":
             assert row["best_given_starts"] == row["schedule_slots"]
         else:
