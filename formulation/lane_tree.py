@@ -358,6 +358,11 @@ def lane_tree_bound(
     if incumbent is not None:
         best_known = min(best_known, float(incumbent))
     data = LaneData.from_problem(problem, cut)
+    if root_window is not None and any(
+        np.shape(bounds) != (data.n,)
+        for bounds in (root_window.start_lo, root_window.start_hi, root_window.end_lo, root_window.end_hi)
+    ):
+        raise ValueError(f"root_window must give each of the {data.n} jobs a start and an end window")
     if cover_sets is None:
         cover_sets = not data.too_wide(2)
     master = _Master(data, highspy, artificial_cost=float(data.n * (data.horizon + 1)), cover_sets=cover_sets)

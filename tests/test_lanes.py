@@ -392,6 +392,8 @@ def test_every_branching_rule_and_a_region_of_fixed_starts_stay_below_the_optimu
     assert fixed.value == optimum or fixed.status != "optimal"  # closed only by reaching the optimum
     with pytest.raises(ValueError, match="branching must be one of"):
         lane_tree_bound(problem, time_limit=1, branching="widest")
+    with pytest.raises(ValueError, match="root_window must give each"):
+        lane_tree_bound(problem, time_limit=1, root_window=Window(starts[:2], starts[:2], whole.end_lo, whole.end_hi))
 
 
 def test_a_tree_whose_root_meets_the_incumbent_is_closed() -> None:
