@@ -244,6 +244,10 @@ def run_tasks(
     return summary
 
 
+MANAGER_JOIN_SECONDS = 10.0
+"""How long a stopped sweep waits for the process pool's manager thread to wind down."""
+
+
 def _pool_worker_setup(interval: float = 0.5) -> None:
     """Pool worker initializer. Ctrl-C is for the process that runs the sweep, which ends the workers
     (:func:`_shut_down_now`); a worker that took it would report it as the task's error and go on with
@@ -293,10 +297,16 @@ def _shut_down_now(pool: ProcessPoolExecutor) -> None:
     ``_processes`` before Python 3.14 (``terminate_workers``), and ``shutdown`` forgets them, so they
     are taken first."""
     processes = list((getattr(pool, "_processes", None) or {}).values())
+    manager = getattr(pool, "_executor_manager_thread", None)
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         with contextlib.suppress(Exception):
             process.terminate()
+    # Wait (briefly) for the executor's manager thread to close its wake-up pipe. Left running, it can
+    # close the pipe while the interpreter's exit hook for process pools writes to it (CPython 3.11
+    # takes no lock there), and the user sees "OSError: Bad file descriptor" after "interrupted".
+    if isinstance(manager, threading.Thread) and manager.is_alive():
+        manager.join(timeout=MANAGER_JOIN_SECONDS)
 
 
 def _run_ray(

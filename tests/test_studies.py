@@ -19,6 +19,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from benchmarks import runner
 from benchmarks.gap import GapStudy, add_gaps, run_gap_study
 from benchmarks.replay import ReplayStudy, interference_from_spec, paper_table, run_replay
 from benchmarks.runner import RowStore
@@ -446,6 +447,29 @@ def test_a_stopped_study_leaves_no_process_behind(tmp_path: Path, how: str) -> N
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         study.wait()
+
+
+def test_a_pool_stopped_at_once_has_closed_its_wake_up_pipe_when_the_stop_returns() -> None:
+    # at exit, the interpreter's hook for process pools writes to each pool's wake-up pipe without a
+    # lock; a manager thread still closing that pipe made a stopped study print "OSError: Bad file
+    # descriptor" after "error: interrupted" (seen once in CI). The stop now waits for the thread.
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=runner._pool_worker_setup)
+    future = pool.submit(time.sleep, 60)
+    deadline = time.monotonic() + 60
+    while not future.running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    manager = getattr(pool, "_executor_manager_thread", None)
+    wakeup = getattr(pool, "_executor_manager_thread_wakeup", None)
+    if manager is None or wakeup is None:
+        pytest.skip("this Python's process pool keeps its manager thread elsewhere")
+    began = time.monotonic()
+    runner._shut_down_now(pool)
+    assert not manager.is_alive() and wakeup._closed
+    assert time.monotonic() - began < runner.MANAGER_JOIN_SECONDS  # not a wait for the 60 s task
 
 
 @needs_data
