@@ -38,7 +38,6 @@ from formulation.lanes import (
     _LanePricing,
     _Master,
     _ProgressPricing,
-    default_cut,
     lane_bound,
     lanes_of_solution,
     single_job_lanes,
@@ -381,19 +380,15 @@ def test_every_branching_rule_and_a_region_of_fixed_starts_stay_below_the_optimu
     # the region where every job starts where the optimum starts it holds the optimum: the tree there
     # bounds the optimum too, from no lower than the whole problem's root (fewer lanes)
     assert problem.upper_bound is not None and problem.upper_bound_value == optimum
-    data = LaneData.from_problem(problem, default_cut(problem))
-    whole = data.window()
-    starts = whole.start_lo.copy()
-    for job_id, assignment in problem.upper_bound.items():
-        starts[problem.index[job_id]] = assignment.start
-    region = Window(starts, starts.copy(), whole.end_lo, whole.end_hi)
+    _, region = lane_slack.starts_window(problem, lane_slack.schedule_starts(problem))
     fixed = lane_tree_bound(problem, time_limit=5, branching="ends", root_window=region)
     assert fixed.proven and root - 1e-4 <= fixed.root <= fixed.value <= optimum + 1e-6
     assert fixed.value == optimum or fixed.status != "optimal"  # closed only by reaching the optimum
     with pytest.raises(ValueError, match="branching must be one of"):
         lane_tree_bound(problem, time_limit=1, branching="widest")
+    two_jobs = Window(region.start_lo[:2], region.start_hi[:2], region.end_lo, region.end_hi)
     with pytest.raises(ValueError, match="root_window must give each"):
-        lane_tree_bound(problem, time_limit=1, root_window=Window(starts[:2], starts[:2], whole.end_lo, whole.end_hi))
+        lane_tree_bound(problem, time_limit=1, root_window=two_jobs)
 
 
 def test_a_tree_whose_root_meets_the_incumbent_is_closed() -> None:
@@ -720,6 +715,7 @@ def test_lane_slack_benchmark_orders_its_restricted_lps_below_the_schedule(tmp_p
         else:
             assert row["best_given_starts"] < row["schedule_slots"]
     assert lane_slack.main(["--jobs", "0"]) == 2
+    assert lane_slack.main([*argv, "--tree-seconds", "-1"]) == 2  # refused before any solve
     assert lane_slack.main([*argv, "--solver", "nonesuch"]) == 2
     with pytest.raises(SystemExit, match="2"):  # argparse's own exit, its message naming --pricing
         lane_slack.main([*argv, "--pricing", "exact"])
