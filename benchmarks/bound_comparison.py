@@ -10,7 +10,9 @@ upper-bound solution (the slotted greedy's warm start, whose schedule also gives
 ``--arrivals poisson`` takes the family's Poisson arrivals at load 1. ``--methods lanes coupled tree``
 adds branch-and-bound on the lane LP (:func:`formulation.lane_tree.lane_tree_bound`; its ``rounds``
 column holds the nodes solved, ``columns`` the nodes left open); ``runs`` the per-job run relaxation
-(:func:`formulation.run_columns.run_bound`, a diagnostic: weaker than the lanes where measured).
+(:func:`formulation.run_columns.run_bound`, a diagnostic: weaker than the lanes where measured);
+``gang_lanes`` the lanes with gang run columns (:func:`formulation.gang_lanes.gang_lane_bound`, a
+diagnostic) and ``gang_tree`` the tree on them (``lane_tree_bound(..., gang_runs=True)``).
 ``--branching starts joint ends`` runs the tree once per branching rule
 (:data:`formulation.lane_tree.BRANCHINGS`; methods ``tree``, ``tree:joint``, ``tree:ends``).
 
@@ -36,6 +38,7 @@ from typing import Any
 import pandas as pd
 
 from formulation.discretize import choose_slot, discretize
+from formulation.gang_lanes import gang_lane_bound
 from formulation.generator import generate_instance
 from formulation.lane_tree import BRANCHINGS, lane_tree_bound
 from formulation.lanes import lane_bound
@@ -43,7 +46,7 @@ from formulation.relaxation import refined_coupled_bound
 from formulation.run_columns import run_bound
 from solvers.warmstart import warm_start
 
-METHODS = ("lanes", "coupled", "tree", "runs")
+METHODS = ("lanes", "coupled", "tree", "runs", "gang_lanes", "gang_tree")
 DEFAULT_METHODS = ("lanes", "coupled")
 
 
@@ -89,6 +92,12 @@ def compare(
                 elif method == "runs":
                     runs = run_bound(problem, time_limit=time_limit)
                     value, status, rounds, columns = runs.value, runs.status, runs.rounds, runs.columns
+                elif method == "gang_tree":
+                    tree = lane_tree_bound(problem, time_limit=time_limit, gang_runs=True)
+                    value, status, rounds, columns = tree.value, tree.status, tree.nodes, tree.open_nodes
+                elif method == "gang_lanes":
+                    gangs = gang_lane_bound(problem, time_limit=time_limit)
+                    value, status, rounds, columns = gangs.value, gangs.status, gangs.rounds, gangs.columns
                 else:
                     coupled = refined_coupled_bound(problem, time_limit=time_limit)
                     value, status, rounds, columns = coupled.value, coupled.status, coupled.rounds, coupled.variables

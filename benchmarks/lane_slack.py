@@ -32,6 +32,10 @@ ends for ``S`` seconds inside the region of the schedule's starts
 checks; ``starts_fixed_tree`` and its status, nodes and seconds): how far branching closes what the LP
 lacks once the starts are known, against the check's answer for the same region.
 
+``--gang-runs`` also solves each LP of the default pricing with gang run columns
+(:func:`formulation.gang_lanes.gang_lane_bound`, same restriction and time limit; columns ``NAME_gang``
+with its status and seconds): how much of what the lanes lack a gang held whole in one column closes.
+
 One CSV row per instance and pricing: ``jobs, gpus, seed, one_gpu_jobs, slot, horizon, schedule_slots,
 solver_bound_slots``; ``pairs`` (sharing in the schedule) and ``shareable_pairs``; ``check``
 (``proven``, ``better`` with the value in ``best_given_starts``, or ``open``) and ``check_seconds``;
@@ -58,6 +62,7 @@ import pandas as pd
 
 from formulation.discretize import SlottedProblem, discretize, evaluate
 from formulation.errors import DuettoInputError
+from formulation.gang_lanes import gang_lane_bound
 from formulation.generator import DEFAULT_GPU_DEMAND_WEIGHTS, generate_instance
 from formulation.instance import Instance
 from formulation.lane_tree import lane_tree_bound, node_region
@@ -145,6 +150,7 @@ def measure(
     gang_repeats: bool = False,
     tree_seconds: float = 0.0,
     check_gang_starts: bool = False,
+    gang_runs: bool = False,
     progress: bool = True,
 ) -> pd.DataFrame:
     """One row per instance and pricing (module docstring); every schedule is validated first."""
@@ -223,6 +229,11 @@ def measure(
                     row[name] = lp.value
                     row[f"{name}_status"] = lp.status
                     row[f"{name}_seconds"] = round(lp.seconds, 2)
+                    if gang_runs and kind == "fast":
+                        gang = gang_lane_bound(problem, time_limit=lp_time_limit, **restriction)
+                        row[f"{name}_gang"] = gang.value
+                        row[f"{name}_gang_status"] = gang.status
+                        row[f"{name}_gang_seconds"] = round(gang.seconds, 2)
                 if "root" in lps:
                     slack = schedule - row["root"]
                     for name in [other for other in lps if other != "root"]:
@@ -230,6 +241,8 @@ def measure(
                 rows.append(row)
                 if progress:
                     values = " ".join(f"{name} {row[name]:.1f}" for name in lps)
+                    if gang_runs and kind == "fast":
+                        values += " | with gang runs: " + " ".join(f"{name} {row[name + '_gang']:.1f}" for name in lps)
                     print(
                         f"n={n} seed={seed} {kind}: schedule {schedule:.0f}; {values}; check {row['check']}",
                         file=sys.stderr,
@@ -281,6 +294,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="also run the CP-SAT check on the region where only the gangs' starts are the schedule's",
     )
+    parser.add_argument(
+        "--gang-runs",
+        action="store_true",
+        help="also each LP with gang run columns (formulation.gang_lanes; columns NAME_gang), same time limit",
+    )
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.time_limit <= 0 or args.lp_time_limit <= 0 or args.check_seconds < 0 or args.tree_seconds < 0:
@@ -309,6 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             gang_repeats=args.gang_repeats,
             tree_seconds=args.tree_seconds,
             check_gang_starts=args.check_gang_starts,
+            gang_runs=args.gang_runs,
         )
     except (DuettoInputError, SolverUnavailableError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -319,6 +338,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     shown = ["jobs", "seed", "pricing", "schedule_slots", *(name for name in LP_VALUES if name in frame.columns)]
     shown += [name for name in ("gang_repeat_share", "elementary_ceiling") if name in frame.columns]
     shown += [name for name in ("starts_fixed_tree", "starts_fixed_tree_nodes") if name in frame.columns]
+    shown += [f"{name}_gang" for name in LP_VALUES if f"{name}_gang" in frame.columns]
     shown += ["pairs", "check", "best_given_starts"]
     shown += [name for name in ("gang_check", "best_given_gang_starts") if name in frame.columns]
     print(frame[shown].to_string(index=False))

@@ -295,6 +295,7 @@ def lane_tree_bound(
     cover_sets: bool | None = None,
     branching: str = "starts",
     root_window: Window | None = None,
+    gang_runs: bool = False,
 ) -> LaneTreeBound:
     """A lower bound on ``Σ_j E_j`` (slots) by branch-and-bound over the lane relaxation (module
     docstring).
@@ -320,6 +321,10 @@ def lane_tree_bound(
     root_window
         Search only this region (e.g. every start fixed; for measuring where the slack lies): the
         bound then holds for the schedules inside it, not for the problem.
+    gang_runs
+        Bound every node by the lanes with gang run columns (:mod:`formulation.gang_lanes`; the root's
+        lane LP first, for at most a third of the time, starts it): stronger where gangs share, slower
+        per node (docs/oracle.md, "Lanes with gang runs").
     max_nodes, node_rounds
         Nodes solved at most; pricing rounds per node at most.
     cancel
@@ -365,12 +370,31 @@ def lane_tree_bound(
         raise ValueError(f"root_window must give each of the {data.n} jobs a start and an end window")
     if cover_sets is None:
         cover_sets = not data.too_wide(2)
-    master = _Master(data, highspy, artificial_cost=float(data.n * (data.horizon + 1)), cover_sets=cover_sets)
-    master.add(lanes_of_solution(problem, data))
-    master.add(single_job_lanes(data))
-    pricer = _LanePricing(data, master.covers)
+    artificial_cost = float(data.n * (data.horizon + 1))
+    start_window = data.window() if root_window is None else root_window
+    master: _Master
+    pricer: _LanePricing
+    root_center: Duals | None = None
+    if gang_runs:
+        from formulation.gang_lanes import seeded_master
+
+        master, pricer, root_center = seeded_master(
+            problem,
+            data,
+            window=start_window,
+            deadline=began + time_limit / 3,
+            smoothing=smoothing,
+            cancel=cancel,
+            artificial_cost=artificial_cost,
+            cover_sets=cover_sets,
+        )
+    else:
+        master = _Master(data, highspy, artificial_cost=artificial_cost, cover_sets=cover_sets)
+        master.add(lanes_of_solution(problem, data))
+        master.add(single_job_lanes(data))
+        pricer = _LanePricing(data, master.covers)
     want = max(1, data.n)
-    heap: list[_Node] = [_Node(-math.inf, 0, data.window() if root_window is None else root_window, 0)]
+    heap: list[_Node] = [_Node(-math.inf, 0, start_window, 0, root_center)]
     leaves: list[float] = []  # bounds of nodes that cannot be split
     serial = 1
     nodes = depth = checks = closed = 0

@@ -692,23 +692,11 @@ class _Master:
 
     def add(self, lanes: list[Lane]) -> int:
         added = 0
-        gpus = self.data.num_gpus
         for lane in lanes:
             key = lane.key()
             if key in self.keys:
                 continue
-            coefficients: dict[int, float] = {int(self.gpu_row): 1.0}
-            cost = 0.0
-            for e in lane.entries:
-                if not (self.root_starts[e.job, e.start] and self.root_ends[e.job, e.end]):
-                    raise ValueError(f"lane entry outside job {e.job}'s window: {e}")
-                for row, value in ((int(self.coverage_row[e.job]), 1.0), (int(self.progress_row[e.job]), e.progress)):
-                    coefficients[row] = coefficients.get(row, 0.0) + value
-                cost += e.end / float(gpus[e.job])
-            if self.covers is not None:
-                for r, value in self.covers.coefficients(lane).items():
-                    coefficients[self.covers.rows[r]] = value
-                coefficients.update(self._running_rows(lane))
+            cost, coefficients = self._lane_column(lane)
             rows = np.array(list(coefficients), dtype=np.int32)
             upper = self.inf if self._inside(lane) else 0.0
             self.h.addCol(cost, 0.0, upper, len(rows), rows, np.array(list(coefficients.values())))
@@ -718,6 +706,23 @@ class _Master:
             self.lanes.append(lane)
             added += 1
         return added
+
+    def _lane_column(self, lane: Lane) -> tuple[float, dict[int, float]]:
+        """A lane's cost and its coefficients by row."""
+        gpus = self.data.num_gpus
+        coefficients: dict[int, float] = {int(self.gpu_row): 1.0}
+        cost = 0.0
+        for e in lane.entries:
+            if not (self.root_starts[e.job, e.start] and self.root_ends[e.job, e.end]):
+                raise ValueError(f"lane entry outside job {e.job}'s window: {e}")
+            for row, value in ((int(self.coverage_row[e.job]), 1.0), (int(self.progress_row[e.job]), e.progress)):
+                coefficients[row] = coefficients.get(row, 0.0) + value
+            cost += e.end / float(gpus[e.job])
+        if self.covers is not None:
+            for r, value in self.covers.coefficients(lane).items():
+                coefficients[self.covers.rows[r]] = value
+            coefficients.update(self._running_rows(lane))
+        return cost, coefficients
 
     def separate(self, values: np.ndarray) -> int:
         """Add the cover rows (:class:`_CoverRows`) that the lanes at ``values`` (a solve's column values)
@@ -736,6 +741,15 @@ class _Master:
         found = covers.violated([self.lanes[u] for u in used], weights[used])
         if not found:
             return 0
+        self.add_cover_rows(found)
+        return len(found)
+
+    def add_cover_rows(self, found: list[tuple[tuple[int, ...], int, int]]) -> None:
+        """Add cover rows ``(Q, e_Q, t)`` (as :meth:`_CoverRows.violated` gives them) with every pooled
+        lane's coefficients."""
+        covers = self.covers
+        if covers is None or not found:
+            return
         self._running({(j, t) for members, _, t in found for j in members})
         jobs = {j for members, _, _ in found for j in members}
         first = len(covers)
@@ -751,7 +765,6 @@ class _Master:
             for r, value in covers.coefficients(lane, first).items():
                 per_row[r - first].append((col, value))
         self._add_rows(per_row, [-float(width * (len(members) - 1)) for members, width, _ in found], self.inf)
-        return len(found)
 
     def _add_rows(self, per_row: list[list[tuple[int, float]]], lower: list[float], upper: float) -> None:
         starts = np.cumsum([0] + [len(entries) for entries in per_row[:-1]]).astype(np.int32)
@@ -985,9 +998,7 @@ class _LanePricing:
         data = self.data
         n = self.n
         eta = duals.eta
-        bonus = self.covers.bonus(duals.nu) if self.covers is not None else None  # the cover rows
-        if bonus is None and duals.nu.size and np.any(duals.nu > 0):
-            raise ValueError("duals of cover rows given to a pricing that does not know the rows")
+        bonus = self._bonus(duals)
         value = duals.alpha[:, :, None] + duals.beta[:, None, :] + eta[:, None, None] * self.length
         value = np.where(self.valid_run, value, NEG)
         loss = 1.0 - data.sigma
@@ -1003,6 +1014,14 @@ class _LanePricing:
             start, end = ends_arg[j]
             lanes.append(self._backtrack(int(j), int(start), int(end)))
         return max(best, 0.0), lanes
+
+    def _bonus(self, duals: Duals) -> np.ndarray | None:
+        """What sharing each pair earns per slot, prefix-summed (``(n, n, T+1)``), from the rows that
+        count shared slots (here the cover rows); ``None`` when nothing."""
+        bonus = self.covers.bonus(duals.nu) if self.covers is not None else None
+        if bonus is None and duals.nu.size and np.any(duals.nu > 0):
+            raise ValueError("duals of cover rows given to a pricing that does not know the rows")
+        return bonus
 
     def _forward(
         self, value: np.ndarray, pair_cost: np.ndarray, bonus: np.ndarray | None = None
