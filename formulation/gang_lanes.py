@@ -99,13 +99,16 @@ class GangRun(Lane):
     levels: tuple[float, ...] = ()
 
     def key(self) -> tuple[tuple[int, int, int], ...]:
+        # never a lane's key (jobs are >= 0); the master files runs by (job, start, end, levels)
         return ((-1 - self.job, self.start, self.end),)
 
 
 @dataclass(frozen=True)
 class GangDuals(Duals):
-    """:class:`formulation.lanes.Duals` plus the gang rows': ``pi[j, t]`` occupancy (free), ``rho[r] ≥ 0``
-    the slowest-worker rows' (sign turned: the rows are ``≤ 0``), ``kappa[j]`` the runs' convexity."""
+    """:class:`formulation.lanes.Duals` plus the gang rows' (all but ``rho`` free): ``delta[j, t]`` the
+    occupancy changes', ``rho[r] ≥ 0`` the slowest-worker rows' (sign turned: the rows are ``≤ 0``),
+    ``kappa[j]`` the run choice's, ``epsilon[j]`` the end sum's, ``theta[j, S]`` the start links' (0
+    without them). ``alpha`` and ``beta`` already hold what they pay a gang's lane entries."""
 
     delta: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     rho: np.ndarray = field(default_factory=lambda: np.zeros(0))
@@ -213,7 +216,8 @@ class _GangMaster(_Master):
     ) -> None:
         super().__init__(data, highspy, artificial_cost=artificial_cost, cover_rows=cover_rows, cover_sets=cover_sets)
         # primal simplex: columns come in every round and keep the basis primal feasible (measured: the
-        # master's time halved at 16 jobs on 8 GPUs with the starts fixed, 2-3 times less on 7 jobs)
+        # master's time halved at 16 jobs on 8 GPUs with the starts fixed, 0-65 % less on the 7-job set;
+        # no change at the 16-job root)
         self.h.setOptionValue("simplex_strategy", 4)
         n, horizon = data.n, data.horizon
         self.is_gang = data.num_gpus > 1
@@ -234,8 +238,8 @@ class _GangMaster(_Master):
         base = int(self.h.getNumRow())
         # occupancy written as its changes: per slot, (lanes starting − lanes ending) = G_j·(runs starting −
         # runs ending); equal changes from slot 0 on are equal occupancy, and each interval has two entries
-        # per row set instead of one per slot it runs (the master's solves 10-30 times faster than with
-        # a row per slot of occupancy at 16 jobs)
+        # instead of one per slot it runs (measured at the 16-job root: 1.4 times less master time per
+        # solve than with a row per slot of occupancy)
         self.occupancy_row = {
             j: base + number * (horizon + 1) + np.arange(horizon + 1) for number, j in enumerate(self.gangs)
         }
@@ -432,7 +436,7 @@ class _GangMaster(_Master):
         theta: np.ndarray,
     ) -> GangDuals:
         """``base`` (the lane master's duals) with the occupancy and end-sum duals folded into the gangs'
-        start and end values (an entry run in ``[S, E)`` earns ``Σ_{S≤t<E} π_jt + ε_j·E``)."""
+        start and end values (an entry run in ``[S, E)`` earns ``δ_jS − δ_jE + θ_jS + ε_j·E``)."""
         horizon = self.data.horizon
         alpha = base.alpha + np.where(self.root_starts, delta + theta, 0.0)
         ends = epsilon[:, None] * np.arange(horizon + 1)[None, :]
@@ -496,11 +500,11 @@ class _GangMaster(_Master):
 
 
 class _RunPricing:
-    """One DP per gang over (slot, work left on the grid): the least ``E + Σ_t (G_j·π_jt − gain_t(level))``
-    over its runs, where ``gain_t(L) = Σ_k m_jk·ρ_jkt [L ≤ σ_jk]`` (the slowest-worker rows a run at level
-    ``L`` lets lanes use). Levels are ``j``'s ``σ_jk`` and 1 (alone); a slot at level ``L`` takes
-    ``⌈grid·L⌉`` off the ``⌈grid·w_j⌉`` the gang needs (the relaxed rounding), and a run may end once
-    nothing is left, or go on."""
+    """One DP per gang over (slot, work left on the grid): the least ``E·(1 + G_j·ε_j) + G_j·(δ_jS + θ_jS −
+    δ_jE) − Σ_t gain_t(level_t)`` over its runs ``[S, E)``, where ``gain_t(L) = Σ_k m_jk·ρ_jkt [L ≤
+    σ_jk]`` (the slowest-worker rows a run at level ``L`` lets lanes use). Levels are ``j``'s ``σ_jk`` and
+    1 (alone); a slot at level ``L`` takes ``⌈grid·L⌉`` off the ``⌈grid·w_j⌉`` the gang needs (the
+    relaxed rounding), and a run may end once nothing is left, or go on."""
 
     def __init__(self, data: LaneData, cuts: _SlowestWorkerRows, grid: int = DEFAULT_GRID) -> None:
         self.data = data
@@ -623,7 +627,7 @@ class _RunPricing:
         return GangRun((), job=j, start=start, end=t, levels=tuple(levels))
 
     def best_costs(self, duals: GangDuals) -> np.ndarray:
-        """Each gang's least ``E + Σ G·π − Σ gain`` over its runs (``inf``: no run; other jobs ``inf``)."""
+        """Each gang's least run cost without ``κ_j`` (class docstring; ``inf``: no run; other jobs ``inf``)."""
         return self.priced(duals, 3)[0]
 
     def priced(self, duals: GangDuals, per_gang: int) -> tuple[np.ndarray, dict[int, list[GangRun]]]:
@@ -636,7 +640,7 @@ class _RunPricing:
         return best, runs
 
     def reduced_cost(self, run: GangRun, duals: GangDuals) -> float:
-        """``E + Σ_t (G_j·π_jt − gain_t(level_t)) − κ_j`` of a run."""
+        """A run's reduced cost: its cost in the class docstring less ``κ_j``."""
         j = run.job
         gpus = float(self.data.num_gpus[j])
         total = float(run.end) * (1.0 + gpus * float(duals.epsilon[j])) - float(duals.kappa[j])
