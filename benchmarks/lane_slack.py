@@ -66,7 +66,7 @@ from formulation.gang_lanes import gang_lane_bound
 from formulation.generator import DEFAULT_GPU_DEMAND_WEIGHTS, generate_instance
 from formulation.instance import Instance
 from formulation.lane_tree import lane_tree_bound, node_region
-from formulation.lanes import LANE_PRICINGS, LaneData, Window, default_cut, lane_bound
+from formulation.lanes import LANE_PRICINGS, LaneData, Window, default_cut, lane_bound, restricted_data
 from formulation.validator import validate
 from solvers import SolverUnavailableError, solve
 from solvers.api import standalone_leaf_checker
@@ -104,12 +104,8 @@ def schedule_starts(problem: SlottedProblem, *, gangs_only: bool = False) -> dic
 
 def starts_window(problem: SlottedProblem, starts: dict[str, int]) -> tuple[LaneData, Window]:
     """The lane data and the root window with the given jobs' starts fixed."""
-    data = LaneData.from_problem(problem, default_cut(problem))
-    whole = data.window()
-    start_lo, start_hi = whole.start_lo.copy(), whole.start_hi.copy()
-    for job_id, start in starts.items():
-        start_lo[problem.index[job_id]] = start_hi[problem.index[job_id]] = start
-    return data, Window(start_lo, start_hi, whole.end_lo, whole.end_hi)
+    data, window = restricted_data(problem, default_cut(problem), starts)
+    return data, window if window is not None else data.window()
 
 
 def _check_starts(

@@ -74,7 +74,9 @@ from formulation.lanes import (
     _overlaps,
     _skip_reason,
     _SlotIndex,
+    check_restrictions,
     lanes_of_solution,
+    restricted_data,
     single_job_lanes,
 )
 from formulation.relaxation import default_cut
@@ -393,15 +395,8 @@ class _GangMaster(_Master):
             if run.job in gangs:
                 for r, value in self.cuts.run_coefficients(run, first).items():
                     per_row[r - first].append((col, value))
-        self._add_rows_between(per_row, -self.inf, 0.0)
+        self._add_rows(per_row, [-self.inf] * len(per_row), 0.0)
         return len(found)
-
-    def _add_rows_between(self, per_row: list[list[tuple[int, float]]], lower: float, upper: float) -> None:
-        starts = np.cumsum([0] + [len(entries) for entries in per_row[:-1]]).astype(np.int32)
-        index = np.array([col for entries in per_row for col, _ in entries], dtype=np.int32)
-        coefficients = np.array([v for entries in per_row for _, v in entries], dtype=float)
-        count = len(per_row)
-        self.h.addRows(count, np.full(count, lower), np.full(count, upper), len(index), starts, index, coefficients)
 
     # -- duals and bounds --
 
@@ -838,10 +833,7 @@ def gang_lane_bound(
     in :func:`formulation.lanes.lane_bound`. ``lane_share`` of the time goes to the lane LP first (its
     lanes, cover rows and best duals start the gang master, so the bound is never below what the lanes
     reach in that time)."""
-    pairs = None if sharing_pairs is None else list(sharing_pairs)
-    for job_id in [*(fixed_starts or {}), *(j for pair in pairs or () for j in pair)]:
-        if job_id not in problem.index:
-            raise ValueError(f"fixed_starts / sharing_pairs name job {job_id!r}, which the problem does not have")
+    pairs = check_restrictions(problem, fixed_starts, sharing_pairs)
     if not 0.0 <= lane_share <= 1.0:
         raise ValueError(f"lane_share must be in [0, 1], got {lane_share!r}")
     if not (isinstance(grid, int) and grid >= 1):
@@ -853,19 +845,7 @@ def gang_lane_bound(
     reason = _skip_reason(problem, cut, max_states)
     if reason is not None:
         return LaneBound(math.nan, f"skipped: {reason}")
-    data = LaneData.from_problem(problem, cut)
-    if pairs is not None:
-        allowed = np.zeros((data.n, data.n), dtype=bool)
-        for a, b in pairs:
-            allowed[problem.index[a], problem.index[b]] = allowed[problem.index[b], problem.index[a]] = True
-        data = data.sharing_only(allowed)
-    window: Window | None = None
-    if fixed_starts:
-        whole = data.window()
-        start_lo, start_hi = whole.start_lo.copy(), whole.start_hi.copy()
-        for job_id, start in fixed_starts.items():
-            start_lo[problem.index[job_id]] = start_hi[problem.index[job_id]] = int(start)
-        window = Window(start_lo, start_hi, whole.end_lo, whole.end_hi)
+    data, window = restricted_data(problem, cut, fixed_starts, pairs)
     master, pricer, center = seeded_master(
         problem,
         data,

@@ -1566,6 +1566,44 @@ def _column_generation(
     return outcome
 
 
+def check_restrictions(
+    problem: SlottedProblem,
+    fixed_starts: dict[str, int] | None,
+    sharing_pairs: Iterable[tuple[str, str]] | None,
+) -> list[tuple[str, str]] | None:
+    """Refuse restrictions (:func:`lane_bound`'s ``fixed_starts`` and ``sharing_pairs``) that name a job
+    the problem does not have; the pairs as a list (``None`` stays ``None``)."""
+    pairs = None if sharing_pairs is None else list(sharing_pairs)
+    for job_id in [*(fixed_starts or {}), *(j for pair in pairs or () for j in pair)]:
+        if job_id not in problem.index:
+            raise ValueError(f"fixed_starts / sharing_pairs name job {job_id!r}, which the problem does not have")
+    return pairs
+
+
+def restricted_data(
+    problem: SlottedProblem,
+    cut: int,
+    fixed_starts: dict[str, int] | None = None,
+    sharing_pairs: list[tuple[str, str]] | None = None,
+) -> tuple[LaneData, Window | None]:
+    """The lane data with sharing left only to ``sharing_pairs`` (job ids; all pairs when ``None``), and
+    the root window with each job of ``fixed_starts`` at its one start (``None`` when none is fixed)."""
+    index = problem.index
+    data = LaneData.from_problem(problem, cut)
+    if sharing_pairs is not None:
+        allowed = np.zeros((data.n, data.n), dtype=bool)
+        for a, b in sharing_pairs:
+            allowed[index[a], index[b]] = allowed[index[b], index[a]] = True
+        data = data.sharing_only(allowed)
+    if not fixed_starts:
+        return data, None
+    whole = data.window()
+    start_lo, start_hi = whole.start_lo.copy(), whole.start_hi.copy()
+    for job_id, start in fixed_starts.items():
+        start_lo[index[job_id]] = start_hi[index[job_id]] = int(start)
+    return data, Window(start_lo, start_hi, whole.end_lo, whole.end_hi)
+
+
 def lane_bound(
     problem: SlottedProblem,
     *,
@@ -1625,11 +1663,7 @@ def lane_bound(
     """
     if pricing not in LANE_PRICINGS:
         raise ValueError(f"pricing must be 'fast' or 'progress', got {pricing!r}")
-    index = problem.index
-    sharing_pairs = None if sharing_pairs is None else list(sharing_pairs)
-    for job_id in [*(fixed_starts or {}), *(j for pair in sharing_pairs or () for j in pair)]:
-        if job_id not in index:
-            raise ValueError(f"fixed_starts / sharing_pairs name job {job_id!r}, which the problem does not have")
+    sharing_pairs = check_restrictions(problem, fixed_starts, sharing_pairs)
     if not (isinstance(grid, int) and grid >= 1):
         raise ValueError(f"grid must be an integer >= 1, got {grid!r}")
     began = time.perf_counter()
@@ -1642,12 +1676,7 @@ def lane_bound(
         return LaneBound(math.nan, f"skipped: {reason}")
     import highspy
 
-    data = LaneData.from_problem(problem, cut)
-    if sharing_pairs is not None:
-        allowed = np.zeros((data.n, data.n), dtype=bool)
-        for a, b in sharing_pairs:
-            allowed[index[a], index[b]] = allowed[index[b], index[a]] = True
-        data = data.sharing_only(allowed)
+    data, window = restricted_data(problem, cut, fixed_starts, sharing_pairs)
     # the progress pricing does not take the cover rows' duals: no such rows with it
     master = _Master(data, highspy, cover_rows=pricing == "fast", cover_sets=cover_sets)
     master.add(lanes_of_solution(problem, data))
@@ -1655,12 +1684,7 @@ def lane_bound(
     pricer: _LanePricing | _ProgressPricing = (
         _ProgressPricing(data, grid) if pricing == "progress" else _LanePricing(data, master.covers)
     )
-    if fixed_starts:
-        whole = data.window()
-        start_lo, start_hi = whole.start_lo.copy(), whole.start_hi.copy()
-        for job_id, start in fixed_starts.items():
-            start_lo[index[job_id]] = start_hi[index[job_id]] = int(start)
-        window = Window(start_lo, start_hi, whole.end_lo, whole.end_hi)
+    if window is not None:
         master.restrict(window)
         pricer.restrict(window)
     want = columns_per_round or max(1, data.n)
