@@ -58,7 +58,7 @@ from typing import Any
 
 import numpy as np
 
-from formulation.discretize import SlottedProblem, evaluate
+from formulation.discretize import SlottedProblem
 from formulation.lanes import (
     DEFAULT_MAX_LANE_STATES,
     DEFAULT_SMOOTHING,
@@ -72,14 +72,15 @@ from formulation.lanes import (
     _LanePricing,
     _Master,
     _overlaps,
-    _skip_reason,
     _SlotIndex,
     check_restrictions,
+    lane_cut,
     lanes_of_solution,
+    mix_padded,
     restricted_data,
     single_job_lanes,
+    solution_runs,
 )
-from formulation.relaxation import default_cut
 
 DEFAULT_GRID = 20
 """A run's work is counted on a grid of ``1/grid`` alone-slot (rounded in the relaxed direction)."""
@@ -122,9 +123,6 @@ class GangDuals(Duals):
         base = Duals.mix(self, other, weight)
         if not isinstance(other, GangDuals):
             raise TypeError("gang duals mix only with gang duals")
-        size = max(self.rho.size, other.rho.size)
-        mine = np.pad(self.rho, (0, size - self.rho.size))
-        theirs = np.pad(other.rho, (0, size - other.rho.size))
         return GangDuals(
             base.alpha,
             base.beta,
@@ -132,7 +130,7 @@ class GangDuals(Duals):
             base.nu,
             base.mu,
             delta=weight * self.delta + (1 - weight) * other.delta,
-            rho=weight * mine + (1 - weight) * theirs,
+            rho=mix_padded(self.rho, other.rho, weight),
             kappa=weight * self.kappa + (1 - weight) * other.kappa,
             epsilon=weight * self.epsilon + (1 - weight) * other.epsilon,
             theta=weight * self.theta + (1 - weight) * other.theta,
@@ -692,12 +690,7 @@ class _GangPricing(_LanePricing):
 def runs_of_solution(problem: SlottedProblem, data: LaneData) -> list[GangRun]:
     """Each gang's run in the problem's upper-bound solution, its level per slot the slowest of its
     GPUs' (``min σ_jk`` over the partners there, 1 alone); gangs ending past the cut left out."""
-    solution = problem.upper_bound
-    if solution is None:
-        return []
-    ends = evaluate(problem, dict(solution), exact=True)
-    index = problem.index
-    placed = {index[job_id]: (a.start, ends[job_id], set(a.gpus)) for job_id, a in solution.items()}
+    placed = solution_runs(problem)
     runs = []
     for j, (start, end, gpus) in placed.items():
         if data.num_gpus[j] <= 1 or end > data.horizon:
@@ -839,10 +832,7 @@ def gang_lane_bound(
     if not (isinstance(grid, int) and grid >= 1):
         raise ValueError(f"grid must be an integer >= 1, got {grid!r}")
     began = time.perf_counter()
-    if problem.upper_bound is None:
-        return LaneBound(math.nan, "skipped: needs an upper-bound solution")
-    cut = default_cut(problem) if cut is None else max(1, min(cut, problem.horizon))
-    reason = _skip_reason(problem, cut, max_states)
+    cut, reason = lane_cut(problem, cut, max_states)
     if reason is not None:
         return LaneBound(math.nan, f"skipped: {reason}")
     data, window = restricted_data(problem, cut, fixed_starts, pairs)

@@ -44,8 +44,7 @@ from formulation.lanes import (
     _column_generation,
     _LanePricing,
     _Master,
-    _skip_reason,
-    default_cut,
+    lane_cut,
     lanes_of_solution,
     single_job_lanes,
 )
@@ -351,10 +350,7 @@ def lane_tree_bound(
         raise ValueError(f"branching must be one of {BRANCHINGS}, got {branching!r}")
     began = time.perf_counter()
     deadline = began + time_limit
-    if problem.upper_bound is None:
-        return LaneTreeBound(math.nan, "skipped: needs an upper-bound solution")
-    cut = default_cut(problem) if cut is None else max(1, min(cut, problem.horizon))
-    reason = _skip_reason(problem, cut, max_states)
+    cut, reason = lane_cut(problem, cut, max_states)
     if reason is not None:
         return LaneTreeBound(math.nan, f"skipped: {reason}")
     import highspy

@@ -250,19 +250,24 @@ class LaneData:
         return float(end - start) - loss
 
 
+def solution_runs(problem: SlottedProblem) -> dict[int, tuple[int, int, frozenset[int]]]:
+    """Each job's run in the problem's upper-bound solution: job index -> (start, end, its GPUs), the end
+    as the slotted model evaluates it; empty without a solution."""
+    solution = problem.upper_bound
+    if solution is None:
+        return {}
+    ends = evaluate(problem, dict(solution), exact=True)
+    index = problem.index
+    return {index[job_id]: (a.start, ends[job_id], frozenset(a.gpus)) for job_id, a in solution.items()}
+
+
 def lanes_of_solution(problem: SlottedProblem, data: LaneData) -> list[Lane]:
     """The lanes (one per used GPU) of the problem's upper-bound solution, with lane-local progress
     (jobs ending past ``data.horizon`` left out)."""
-    solution = problem.upper_bound
-    if solution is None:
-        return []
-    ends = evaluate(problem, dict(solution), exact=True)
-    index = problem.index
     on_gpu: dict[int, list[tuple[int, int, int]]] = {}
-    for job_id, assignment in solution.items():
-        i = index[job_id]
-        for g in assignment.gpus:
-            on_gpu.setdefault(g, []).append((i, assignment.start, ends[job_id]))
+    for i, (start, end, gpus) in solution_runs(problem).items():
+        for g in gpus:
+            on_gpu.setdefault(g, []).append((i, start, end))
     lanes = []
     for every_run in on_gpu.values():
         # a job ending past the lanes' horizon is the master's "late" mass, not part of the lane
@@ -343,16 +348,20 @@ class Duals:
 
     def mix(self, other: Duals, weight: float) -> Duals:
         """``weight · self + (1 − weight) · other``."""
-        size = max(self.nu.size, other.nu.size)
-        mine = np.pad(self.nu, (0, size - self.nu.size))
-        theirs = np.pad(other.nu, (0, size - other.nu.size))
         return Duals(
             weight * self.alpha + (1 - weight) * other.alpha,
             weight * self.beta + (1 - weight) * other.beta,
             weight * self.eta + (1 - weight) * other.eta,
-            weight * mine + (1 - weight) * theirs,
+            mix_padded(self.nu, other.nu, weight),
             weight * self.mu + (1 - weight) * other.mu if self.mu.size == other.mu.size else np.zeros(0),
         )
+
+
+def mix_padded(mine: np.ndarray, theirs: np.ndarray, weight: float) -> np.ndarray:
+    """``weight · mine + (1 − weight) · theirs`` for duals of cut rows, the shorter padded with zeros (rows
+    added after one of the two points count 0 there)."""
+    size = max(mine.size, theirs.size)
+    return weight * np.pad(mine, (0, size - mine.size)) + (1 - weight) * np.pad(theirs, (0, size - theirs.size))
 
 
 class _SlotIndex:
@@ -1431,6 +1440,15 @@ def expected_lane_seconds(problem: SlottedProblem) -> float:
     return seconds / COMPILED_SPEEDUP if lane_kernel.AVAILABLE else seconds
 
 
+def lane_cut(problem: SlottedProblem, cut: int | None, max_states: int) -> tuple[int, str | None]:
+    """The lanes' horizon (``cut``, default :func:`formulation.relaxation.default_cut`, within the
+    problem's) and why the lane bounds skip the problem (``None``: they do not)."""
+    if problem.upper_bound is None:
+        return 0, "needs an upper-bound solution"
+    cut = default_cut(problem) if cut is None else max(1, min(cut, problem.horizon))
+    return cut, _skip_reason(problem, cut, max_states)
+
+
 def _skip_reason(problem: SlottedProblem, cut: int, max_states: int) -> str | None:
     if problem.objective != "jct" or problem.capacity != 2:
         return "total JCT with two jobs per GPU only"
@@ -1668,10 +1686,7 @@ def lane_bound(
         raise ValueError(f"grid must be an integer >= 1, got {grid!r}")
     began = time.perf_counter()
     deadline = began + time_limit
-    if problem.upper_bound is None:
-        return LaneBound(math.nan, "skipped: needs an upper-bound solution")
-    cut = default_cut(problem) if cut is None else max(1, min(cut, problem.horizon))
-    reason = _skip_reason(problem, cut, max_states)
+    cut, reason = lane_cut(problem, cut, max_states)
     if reason is not None:
         return LaneBound(math.nan, f"skipped: {reason}")
     import highspy

@@ -60,8 +60,8 @@ from typing import Any
 
 import numpy as np
 
-from formulation.discretize import SlottedProblem, evaluate
-from formulation.lanes import LaneData
+from formulation.discretize import SlottedProblem
+from formulation.lanes import LaneData, solution_runs
 from formulation.relaxation import default_cut
 
 DEFAULT_GRID = 4
@@ -490,12 +490,7 @@ class _RunModel:
 def columns_of_solution(problem: SlottedProblem, model: _RunModel) -> list[RunColumn]:
     """Each job's run in the problem's upper-bound solution, with what it really shares (jobs ending past
     the cut left out: they are the master's late mass)."""
-    solution = problem.upper_bound
-    if solution is None:
-        return []
-    ends = evaluate(problem, dict(solution), exact=True)
-    index = problem.index
-    runs = {index[job_id]: (a.start, ends[job_id], set(a.gpus)) for job_id, a in solution.items()}
+    runs = solution_runs(problem)
     columns = []
     for j, (start, end, gpus) in runs.items():
         if end > model.horizon:
