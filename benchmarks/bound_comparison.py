@@ -12,7 +12,8 @@ adds branch-and-bound on the lane LP (:func:`formulation.lane_tree.lane_tree_bou
 column holds the nodes solved, ``columns`` the nodes left open); ``runs`` the per-job run relaxation
 (:func:`formulation.run_columns.run_bound`, a diagnostic: weaker than the lanes where measured);
 ``gang_lanes`` the lanes with gang run columns (:func:`formulation.gang_lanes.gang_lane_bound`, a
-diagnostic) and ``gang_tree`` the tree on them (``lane_tree_bound(..., gang_runs=True)``).
+diagnostic) and ``gang_tree`` the tree on them (``lane_tree_bound(..., gang_runs=True)``); ``gang_paces``
+the lanes with the gangs' paces per slot (:func:`formulation.gang_paces.gang_pace_bound`).
 ``--branching starts joint ends`` runs the tree once per branching rule
 (:data:`formulation.lane_tree.BRANCHINGS`; methods ``tree``, ``tree:joint``, ``tree:ends``).
 
@@ -39,6 +40,7 @@ import pandas as pd
 
 from formulation.discretize import choose_slot, discretize
 from formulation.gang_lanes import gang_lane_bound
+from formulation.gang_paces import gang_pace_bound
 from formulation.generator import generate_instance
 from formulation.lane_tree import BRANCHINGS, lane_tree_bound
 from formulation.lanes import lane_bound
@@ -46,7 +48,7 @@ from formulation.relaxation import refined_coupled_bound
 from formulation.run_columns import run_bound
 from solvers.warmstart import warm_start
 
-METHODS = ("lanes", "coupled", "tree", "runs", "gang_lanes", "gang_tree")
+METHODS = ("lanes", "coupled", "tree", "runs", "gang_lanes", "gang_tree", "gang_paces")
 DEFAULT_METHODS = ("lanes", "coupled")
 
 
@@ -95,6 +97,9 @@ def compare(
                 elif method == "gang_tree":
                     tree = lane_tree_bound(problem, time_limit=time_limit, gang_runs=True)
                     value, status, rounds, columns = tree.value, tree.status, tree.nodes, tree.open_nodes
+                elif method == "gang_paces":
+                    paces = gang_pace_bound(problem, time_limit=time_limit)
+                    value, status, rounds, columns = paces.value, paces.status, paces.rounds, paces.columns
                 elif method == "gang_lanes":
                     gangs = gang_lane_bound(problem, time_limit=time_limit)
                     value, status, rounds, columns = gangs.value, gangs.status, gangs.rounds, gangs.columns

@@ -44,7 +44,9 @@ gang master, whose Lagrangian there is the lane bound.
 A diagnostic and a tree option for now (``python -m benchmarks.bound_comparison --methods lanes
 gang_lanes gang_tree``, ``benchmarks.lane_slack --gang-runs``, ``lane_tree_bound(..., gang_runs=True)``),
 not part of :func:`solvers.solve`: measured in docs/oracle.md, "Lanes with gang runs", it is much
-stronger once the starts are known but its root master is too slow at 16 jobs.
+stronger once the starts are known but its root master is too slow at 16 jobs. :mod:`formulation.gang_paces`
+keeps its slowest-worker rows without the runs (about the same root on the 7-job set, several times
+faster).
 """
 
 from __future__ import annotations
@@ -88,6 +90,8 @@ MAX_NEW_CUTS = 500
 """Slowest-worker rows added per separation at most (the most violated first)."""
 MAX_SEPARATIONS = 200
 """Separations (cover rows and slowest-worker rows) per column generation at most."""
+RUNS_PER_GANG = 3
+"""Runs priced per gang and round (its best starts' runs)."""
 
 
 @dataclass(frozen=True)
@@ -189,6 +193,10 @@ class _SlowestWorkerRows:
                 out[int(r)] = out.get(int(r), 0.0) + 1.0
         return out
 
+    def gang_rows(self, j: int, t: int) -> list[int]:
+        """Row numbers (into these lists) of gang ``j`` at slot ``t``."""
+        return [int(r) for r in self._by_gang.rows(j, t, t + 1)]
+
     def run_coefficients(self, run: GangRun, first: int = 0) -> dict[int, float]:
         """Row number -> the run's coefficient (``−m`` where it is at least as slow as ``σ_jk``)."""
         out: dict[int, float] = {}
@@ -200,6 +208,35 @@ class _SlowestWorkerRows:
             if run.levels[t - run.start] <= sigma[run.job, k] + 1e-12:
                 out[int(r)] = -float(min(gpus[run.job], gpus[k]))
         return out
+
+
+def lane_shares(data: LaneData, lanes: list[Lane], columns: list[int], values: np.ndarray) -> np.ndarray:
+    """``share[t, i, k]``: the lanes' mass (at column values ``values``) holding both ``i`` and ``k`` at
+    slot ``t`` (symmetric)."""
+    share = np.zeros((data.horizon, data.n, data.n))
+    for lane, col in zip(lanes, columns, strict=True):
+        weight = float(values[col])
+        if weight <= 1e-9:
+            continue
+        for i, k, lo, hi in _overlaps(lane):
+            share[lo:hi, i, k] += weight
+    return share + share.transpose(0, 2, 1)
+
+
+def slowest_worker_bonus(data: LaneData, cuts: _SlowestWorkerRows, rho: np.ndarray) -> np.ndarray | None:
+    """What the slowest-worker rows' duals ``rho`` charge a lane for sharing each pair, per slot,
+    prefix-summed as :meth:`formulation.lanes._LanePricing._bonus` takes it (``None``: nothing)."""
+    count = min(rho.size, len(cuts))
+    if count == 0 or not np.any(rho[:count] > 0):
+        return None
+    gang, partner, slot, _ = cuts.arrays()
+    per_slot = np.zeros((data.n, data.n, data.horizon))
+    weights = rho[:count]
+    np.add.at(per_slot, (gang[:count], partner[:count], slot[:count]), -weights)
+    np.add.at(per_slot, (partner[:count], gang[:count], slot[:count]), -weights)
+    prefix = np.zeros((data.n, data.n, data.horizon + 1))
+    np.cumsum(per_slot, axis=2, out=prefix[:, :, 1:])
+    return prefix
 
 
 class _GangMaster(_Master):
@@ -290,6 +327,11 @@ class _GangMaster(_Master):
             coefficients[self.cuts.rows[r]] = value
         return cost, coefficients
 
+    def known(self, lane: Lane) -> bool:
+        if isinstance(lane, GangRun):
+            return (lane.job, lane.start, lane.end, lane.levels) in self.run_keys
+        return super().known(lane)
+
     def add(self, lanes: list[Lane]) -> int:
         runs = [lane for lane in lanes if isinstance(lane, GangRun)]
         added = super().add([lane for lane in lanes if not isinstance(lane, GangRun)])
@@ -345,14 +387,7 @@ class _GangMaster(_Master):
         if not self.gangs:
             return 0
         horizon = data.horizon
-        share = np.zeros((horizon, data.n, data.n))
-        for lane, col in zip(self.lanes, self.lane_cols, strict=True):
-            weight = float(values[col])
-            if weight <= 1e-9:
-                continue
-            for i, k, lo, hi in _overlaps(lane):
-                share[lo:hi, i, k] += weight
-        share = share + share.transpose(0, 2, 1)
+        share = lane_shares(data, self.lanes, self.lane_cols, values)
         found: list[tuple[float, int, int, int]] = []
         for j in self.gangs:
             partners = np.nonzero(data.shareable[j])[0]
@@ -621,7 +656,7 @@ class _RunPricing:
 
     def best_costs(self, duals: GangDuals) -> np.ndarray:
         """Each gang's least run cost without ``κ_j`` (class docstring; ``inf``: no run; other jobs ``inf``)."""
-        return self.priced(duals, 3)[0]
+        return self.priced(duals, RUNS_PER_GANG)[0]
 
     def priced(self, duals: GangDuals, per_gang: int) -> tuple[np.ndarray, dict[int, list[GangRun]]]:
         """:meth:`best_costs` and each gang's best runs (one per start, the best starts first), cached for
@@ -661,25 +696,16 @@ class _GangPricing(_LanePricing):
         bonus = super()._bonus(duals)
         if not isinstance(duals, GangDuals):
             return bonus
-        cuts = self.master.cuts
-        count = min(duals.rho.size, len(cuts))
-        if count == 0 or not np.any(duals.rho[:count] > 0):
+        extra = slowest_worker_bonus(self.data, self.master.cuts, duals.rho)
+        if extra is None:
             return bonus
-        data = self.data
-        gang, partner, slot, _ = cuts.arrays()
-        per_slot = np.zeros((data.n, data.n, data.horizon))
-        weights = duals.rho[:count]
-        np.add.at(per_slot, (gang[:count], partner[:count], slot[:count]), -weights)
-        np.add.at(per_slot, (partner[:count], gang[:count], slot[:count]), -weights)
-        prefix = np.zeros((data.n, data.n, data.horizon + 1))
-        np.cumsum(per_slot, axis=2, out=prefix[:, :, 1:])
-        return prefix if bonus is None else bonus + prefix
+        return extra if bonus is None else bonus + extra
 
     def price(self, duals: Duals, want: int) -> tuple[float, list[Lane]]:
         top, lanes = super().price(duals, want)
         if want <= 0 or not isinstance(duals, GangDuals):
             return top, lanes
-        _, runs = self.runs.priced(duals, 3)
+        _, runs = self.runs.priced(duals, RUNS_PER_GANG)
         for priced in runs.values():
             for run in priced:
                 if self.runs.reduced_cost(run, duals) < -PRICING_TOLERANCE:

@@ -295,6 +295,7 @@ def lane_tree_bound(
     branching: str = "starts",
     root_window: Window | None = None,
     gang_runs: bool = False,
+    gang_paces: bool = False,
 ) -> LaneTreeBound:
     """A lower bound on ``Σ_j E_j`` (slots) by branch-and-bound over the lane relaxation (module
     docstring).
@@ -324,6 +325,9 @@ def lane_tree_bound(
         Bound every node by the lanes with gang run columns (:mod:`formulation.gang_lanes`; the root's
         lane LP first, for at most a third of the time, starts it): stronger where gangs share, slower
         per node (docs/oracle.md, "Lanes with gang runs").
+    gang_paces
+        Bound every node by the lanes with gang paces (:mod:`formulation.gang_paces`; the root's lane LP
+        first, for at most a third of the time; docs/oracle.md, "Gang paces").
     max_nodes, node_rounds
         Nodes solved at most; pricing rounds per node at most.
     cancel
@@ -371,7 +375,22 @@ def lane_tree_bound(
     master: _Master
     pricer: _LanePricing
     root_center: Duals | None = None
-    if gang_runs:
+    if gang_runs and gang_paces:
+        raise ValueError("gang_runs and gang_paces are two masters: choose one")
+    if gang_paces:
+        from formulation.gang_paces import pace_master
+
+        master, pricer, root_center = pace_master(
+            problem,
+            data,
+            window=start_window,
+            lanes_until=began + time_limit / 3,
+            smoothing=smoothing,
+            cancel=cancel,
+            artificial_cost=artificial_cost,
+            cover_sets=cover_sets,
+        )
+    elif gang_runs:
         from formulation.gang_lanes import seeded_master
 
         master, pricer, root_center = seeded_master(

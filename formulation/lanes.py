@@ -716,6 +716,10 @@ class _Master:
             added += 1
         return added
 
+    def known(self, lane: Lane) -> bool:
+        """Whether ``lane`` is a column of the master already."""
+        return lane.key() in self.keys
+
     def _lane_column(self, lane: Lane) -> tuple[float, dict[int, float]]:
         """A lane's cost and its coefficients by row."""
         gpus = self.data.num_gpus
@@ -1546,6 +1550,11 @@ def _column_generation(
                 if outcome.best >= enough:
                     outcome.status = "enough"
             entering = [lane for lane in lanes if -rho - master.lane_value(lane, duals) < -PRICING_TOLERANCE]
+            if entering and all(master.known(lane) for lane in entering):
+                # all already columns: HiGHS' own reduced costs for them are above its tolerance, so they
+                # price out by rounding only (the duals clipped to their signs, times progress
+                # coefficients of tens of slots; seen with the gang paces' master at 16 jobs)
+                entering = []
             if entering or weight == 0.0 or outcome.status in ("stopped", "enough"):
                 break
             weight = 0.0
