@@ -76,6 +76,7 @@ from formulation.lanes import (
     _overlaps,
     _SlotIndex,
     check_restrictions,
+    generation_bound,
     lane_cut,
     lanes_of_solution,
     mix_padded,
@@ -326,6 +327,9 @@ class _GangMaster(_Master):
         for r, value in self.cuts.lane_coefficients(lane).items():
             coefficients[self.cuts.rows[r]] = value
         return cost, coefficients
+
+    def column_count(self) -> int:
+        return len(self.lanes) + len(self.runs)
 
     def known(self, lane: Lane) -> bool:
         if isinstance(lane, GangRun):
@@ -874,30 +878,15 @@ def gang_lane_bound(
         link_starts=link_starts,
     )
 
-    def result(outcome: Any, status: str) -> LaneBound:
-        return LaneBound(
-            value=outcome.best if math.isfinite(outcome.best) else math.nan,
-            status=status,
-            master_value=outcome.master_value,
-            rounds=outcome.rounds,
-            columns=len(master.lanes) + len(master.runs),
-            seconds=time.perf_counter() - began,
-            pricing_seconds=outcome.pricing_seconds,
-            master_seconds=outcome.master_seconds,
-            horizon=data.horizon,
-            history=tuple(outcome.history),
-        )
-
-    outcome = _column_generation(
+    return generation_bound(
         master,
         pricer,
-        deadline=began + time_limit,
-        want=max(1, data.n),
+        began=began,
+        time_limit=time_limit,
         smoothing=smoothing,
         max_rounds=max_rounds,
         cancel=cancel,
-        on_bound=None if on_bound is None else (lambda o: on_bound(result(o, "running"))),
+        on_bound=on_bound,
         max_separations=MAX_SEPARATIONS,
         center=center,
     )
-    return result(outcome, outcome.status)

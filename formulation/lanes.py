@@ -720,6 +720,10 @@ class _Master:
         """Whether ``lane`` is a column of the master already."""
         return lane.key() in self.keys
 
+    def column_count(self) -> int:
+        """The generated columns in the master (lanes; a variant's own kinds too)."""
+        return len(self.lanes)
+
     def _lane_column(self, lane: Lane) -> tuple[float, dict[int, float]]:
         """A lane's cost and its coefficients by row."""
         gpus = self.data.num_gpus
@@ -1734,13 +1738,44 @@ def lane_bound(
     return result
 
 
+def generation_bound(
+    master: _Master,
+    pricer: _LanePricing,
+    *,
+    began: float,
+    time_limit: float,
+    smoothing: float,
+    max_rounds: int,
+    cancel: threading.Event | None,
+    on_bound: Callable[[LaneBound], bool] | None,
+    max_separations: int = MAX_SEPARATIONS,
+    center: Duals | None = None,
+) -> LaneBound:
+    """:func:`_column_generation` on a master and pricing the caller built (a variant's, e.g. with gang
+    runs or paces) until ``began + time_limit``, ``n`` columns asked per round, as a :class:`LaneBound`
+    (``on_bound`` as for :func:`lane_bound`)."""
+    outcome = _column_generation(
+        master,
+        pricer,
+        deadline=began + time_limit,
+        want=max(1, master.data.n),
+        smoothing=smoothing,
+        max_rounds=max_rounds,
+        cancel=cancel,
+        on_bound=None if on_bound is None else (lambda o: on_bound(_result(o, "running", master, began))),
+        max_separations=max_separations,
+        center=center,
+    )
+    return _result(outcome, outcome.status, master, began)
+
+
 def _result(outcome: _Generation, status: str, master: _Master, began: float) -> LaneBound:
     return LaneBound(
         value=outcome.best if math.isfinite(outcome.best) else math.nan,
         status=status,
         master_value=outcome.master_value,
         rounds=outcome.rounds,
-        columns=len(master.lanes),
+        columns=master.column_count(),
         seconds=time.perf_counter() - began,
         pricing_seconds=outcome.pricing_seconds,
         master_seconds=outcome.master_seconds,
