@@ -56,7 +56,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -79,7 +79,6 @@ from formulation.lanes import (
     generation_bound,
     lane_cut,
     lanes_of_solution,
-    mix_padded,
     restricted_data,
     single_job_lanes,
     solution_runs,
@@ -112,34 +111,26 @@ class GangRun(Lane):
 
 
 @dataclass(frozen=True)
-class GangDuals(Duals):
-    """:class:`formulation.lanes.Duals` plus the gang rows' (all but ``rho`` free): ``delta[j, t]`` the
-    occupancy changes', ``rho[r] ≥ 0`` the slowest-worker rows' (sign turned: the rows are ``≤ 0``),
-    ``kappa[j]`` the run choice's, ``epsilon[j]`` the end sum's, ``theta[j, S]`` the start links' (0
-    without them). ``alpha`` and ``beta`` already hold what they pay a gang's lane entries."""
+class SlowestWorkerDuals(Duals):
+    """:class:`formulation.lanes.Duals` plus what both gang masters' rows add: ``delta[j, t]`` the
+    occupancy changes' (free) and ``rho[r] ≥ 0`` the slowest-worker rows' (sign turned: the rows are
+    ``≤ 0``). ``alpha`` and ``beta`` already hold what ``delta`` pays a gang's lane entries."""
+
+    PADDED: ClassVar[tuple[str, ...]] = ("nu", "rho")
 
     delta: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     rho: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+
+@dataclass(frozen=True)
+class GangDuals(SlowestWorkerDuals):
+    """:class:`SlowestWorkerDuals` plus the run rows' (free): ``kappa[j]`` the run choice's, ``epsilon[j]``
+    the end sum's, ``theta[j, S]`` the start links' (0 without them); ``alpha`` and ``beta`` hold what
+    ``epsilon`` and ``theta`` pay a gang's lane entries too."""
+
     kappa: np.ndarray = field(default_factory=lambda: np.zeros(0))
     epsilon: np.ndarray = field(default_factory=lambda: np.zeros(0))
     theta: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
-
-    def mix(self, other: Duals, weight: float) -> GangDuals:
-        base = Duals.mix(self, other, weight)
-        if not isinstance(other, GangDuals):
-            raise TypeError("gang duals mix only with gang duals")
-        return GangDuals(
-            base.alpha,
-            base.beta,
-            base.eta,
-            base.nu,
-            base.mu,
-            delta=weight * self.delta + (1 - weight) * other.delta,
-            rho=mix_padded(self.rho, other.rho, weight),
-            kappa=weight * self.kappa + (1 - weight) * other.kappa,
-            epsilon=weight * self.epsilon + (1 - weight) * other.epsilon,
-            theta=weight * self.theta + (1 - weight) * other.theta,
-        )
 
 
 class _SlowestWorkerRows:
@@ -240,7 +231,133 @@ def slowest_worker_bonus(data: LaneData, cuts: _SlowestWorkerRows, rho: np.ndarr
     return prefix
 
 
-class _GangMaster(_Master):
+class _SlowestWorkerMaster(_Master):
+    """The lane master with what both gang masters add (:class:`_GangMaster`, its runs;
+    :class:`formulation.gang_paces._PaceMaster`, its paces): per gang ``j``, its occupancy written as its
+    changes (per slot ``t``, lanes starting minus lanes ending at ``t`` = ``G_j`` × the gang's own columns
+    starting minus ending there; equal changes from slot 0 on are equal occupancy, and an interval has two
+    entries instead of one per slot), and the slowest-worker rows as cutting planes, whose gang side is
+    the subclass's (:meth:`_slow_mass`, :meth:`_prepare_rows`, :meth:`_gang_side`)."""
+
+    def __init__(
+        self,
+        data: LaneData,
+        highspy: Any,
+        artificial_cost: float | None = None,
+        cover_rows: bool = True,
+        cover_sets: bool = True,
+    ) -> None:
+        super().__init__(data, highspy, artificial_cost=artificial_cost, cover_rows=cover_rows, cover_sets=cover_sets)
+        n, horizon = data.n, data.horizon
+        self.is_gang = data.num_gpus > 1
+        self.gangs = [int(j) for j in np.nonzero(self.is_gang)[0]]
+        # the lane master made, per job in order, its artificial column (with an artificial cost) and its
+        # "late" column (if it may end past the cut): what stands for the job when none of its own does
+        self.covering: dict[int, list[int]] = {}
+        column = 0
+        for j in range(n):
+            for made in (artificial_cost is not None, bool(data.can_be_late[j])):
+                if made:
+                    self.covering.setdefault(j, []).append(column)
+                    column += 1
+        base = int(self.h.getNumRow())
+        self.change_row = {j: base + g * (horizon + 1) + np.arange(horizon + 1) for g, j in enumerate(self.gangs)}
+        if self.gangs:
+            count = len(self.gangs) * (horizon + 1)
+            self._add_rows([[] for _ in range(count)], [0.0] * count, 0.0)
+        self.cuts = _SlowestWorkerRows(data)
+
+    def _lane_column(self, lane: Lane) -> tuple[float, dict[int, float]]:
+        cost, coefficients = super()._lane_column(lane)
+        for e in lane.entries:
+            if self.is_gang[e.job]:
+                rows = self.change_row[e.job]
+                for row, change in ((int(rows[e.start]), 1.0), (int(rows[e.end]), -1.0)):
+                    coefficients[row] = coefficients.get(row, 0.0) + change
+        for r, value in self.cuts.lane_coefficients(lane).items():
+            coefficients[self.cuts.rows[r]] = value
+        return cost, coefficients
+
+    def lane_value(self, lane: Lane, duals: Duals) -> float:
+        total = super().lane_value(lane, duals)
+        if isinstance(duals, SlowestWorkerDuals) and duals.rho.size:
+            for r, value in self.cuts.lane_coefficients(lane).items():
+                if r < duals.rho.size:
+                    total -= duals.rho[r] * value
+        return total
+
+    def gang_row_duals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """After a solve: every row's dual, the change rows' ``delta[j, t]`` and the slowest-worker rows'
+        ``rho ≥ 0`` (sign turned)."""
+        row_dual = np.asarray(self.h.getSolution().row_dual)
+        delta = np.zeros((self.data.n, self.data.horizon + 1))
+        for j in self.gangs:
+            delta[j] = row_dual[self.change_row[j]]
+        rho = np.maximum(-row_dual[np.array(self.cuts.rows, dtype=np.int64)], 0.0)
+        return row_dual, delta, rho
+
+    # -- rows --
+
+    def separate(self, values: np.ndarray) -> int:
+        return super().separate(values) + self._separate_slowest_worker(values)
+
+    def _slow_mass(self, values: np.ndarray, j: int, partners: np.ndarray) -> np.ndarray:
+        """``slow[t, p]``: gang ``j``'s mass at ``t`` (column values ``values``) that runs at most as fast
+        as ``σ_j,partners[p]``."""
+        raise NotImplementedError
+
+    def _prepare_rows(self, keys: list[tuple[int, int, int]]) -> None:
+        """Before the rows ``keys`` are added: make the gang columns they need (none by default)."""
+
+    def _gang_side(self, keys: list[tuple[int, int, int]], first: int) -> list[list[tuple[int, float]]]:
+        """The gang columns' entries ``(column, −m)`` in each new row ``keys[i]`` (its number ``first + i``)."""
+        raise NotImplementedError
+
+    def _separate_slowest_worker(self, values: np.ndarray) -> int:
+        """Add the slowest-worker rows the point ``values`` violates (the most violated first, at most
+        :data:`MAX_NEW_CUTS`)."""
+        data = self.data
+        if not self.gangs:
+            return 0
+        share = lane_shares(data, self.lanes, self.lane_cols, values)
+        found: list[tuple[float, int, int, int]] = []
+        for j in self.gangs:
+            partners = np.nonzero(data.shareable[j])[0]
+            if not partners.size:
+                continue
+            slow = self._slow_mass(values, j, partners)
+            limit = np.minimum(data.num_gpus[j], data.num_gpus[partners])[None, :] * slow
+            excess = share[:, j, partners] - limit
+            for t, p in np.argwhere(excess > 1e-6):
+                k = int(partners[p])
+                if (j, k, int(t)) not in self.cuts.known:
+                    found.append((float(excess[t, p]), j, k, int(t)))
+        if not found:
+            return 0
+        found.sort(key=lambda row: -row[0])
+        keys = [(j, k, t) for _, j, k, t in found[:MAX_NEW_CUTS]]
+        self.add_slowest_worker_rows(keys)
+        return len(keys)
+
+    def add_slowest_worker_rows(self, keys: list[tuple[int, int, int]]) -> None:
+        """Add the rows ``(j, k, t)`` (gang, partner, slot; not yet in the master) with every pooled lane's
+        and gang column's coefficients."""
+        self._prepare_rows(keys)
+        first = len(self.cuts)
+        base = int(self.h.getNumRow())
+        for number, (j, k, t) in enumerate(keys):
+            self.cuts.add(j, k, t, base + number)
+        per_row = self._gang_side(keys, first)
+        pairs = {(min(j, k), max(j, k)) for j, k, _ in keys}
+        for lane, col in zip(self.lanes, self.lane_cols, strict=True):
+            if not any((min(i, k), max(i, k)) in pairs for i, k, _, _ in _overlaps(lane)):
+                continue
+            for r, value in self.cuts.lane_coefficients(lane, first).items():
+                per_row[r - first].append((col, value))
+        self._add_rows(per_row, [-self.inf] * len(per_row), 0.0)
+
+
+class _GangMaster(_SlowestWorkerMaster):
     """The lane master with gang runs (module docstring)."""
 
     def __init__(
@@ -257,33 +374,12 @@ class _GangMaster(_Master):
         # master's time halved at 16 jobs on 8 GPUs with the starts fixed, 0-65 % less on the 7-job set;
         # no change at the 16-job root)
         self.h.setOptionValue("simplex_strategy", 4)
-        n, horizon = data.n, data.horizon
-        self.is_gang = data.num_gpus > 1
-        self.gangs = [int(j) for j in np.nonzero(self.is_gang)[0]]
-        # the lane master made, per job in order, its artificial column (with an artificial cost) and its
-        # "late" column (if it may end past the cut); both cover a gang's run choice as well
-        covering: dict[int, list[int]] = {}
-        column = 0
-        for j in range(n):
-            for made in (artificial_cost is not None, bool(data.can_be_late[j])):
-                if made:
-                    covering.setdefault(j, []).append(column)
-                    column += 1
+        horizon = data.horizon
+        # a gang's run choice: its runs, or its artificial and late columns
         base = int(self.h.getNumRow())
         self.convexity_row = {j: base + number for number, j in enumerate(self.gangs)}
-        per_row: list[list[tuple[int, float]]] = [[(col, 1.0) for col in covering.get(j, [])] for j in self.gangs]
+        per_row: list[list[tuple[int, float]]] = [[(col, 1.0) for col in self.covering.get(j, [])] for j in self.gangs]
         self._add_rows(per_row, [1.0] * len(self.gangs), 1.0)
-        base = int(self.h.getNumRow())
-        # occupancy written as its changes: per slot, (lanes starting − lanes ending) = G_j·(runs starting −
-        # runs ending); equal changes from slot 0 on are equal occupancy, and each interval has two entries
-        # instead of one per slot it runs (measured at the 16-job root: 1.4 times less master time per
-        # solve than with a row per slot of occupancy)
-        self.occupancy_row = {
-            j: base + number * (horizon + 1) + np.arange(horizon + 1) for number, j in enumerate(self.gangs)
-        }
-        if self.gangs:
-            count = len(self.gangs) * (horizon + 1)
-            self._add_rows([[] for _ in range(count)], [0.0] * count, 0.0)
         # Σ over the gang's lane entries of their ends = G_j·(its run's end): equal at every schedule,
         # and what makes the master a restriction of the lane master whichever side pays the end
         base = int(self.h.getNumRow())
@@ -300,7 +396,6 @@ class _GangMaster(_Master):
             self._add_rows([[] for _ in range(count)], [0.0] * count, 0.0)
         # the gangs' completion is paid by their runs
         self.end_value[self.is_gang] = 0.0
-        self.cuts = _SlowestWorkerRows(data)
         self.runs: list[GangRun] = []
         self.run_cols: list[int] = []
         self.run_keys: set[tuple[int, int, int, tuple[float, ...]]] = set()
@@ -319,13 +414,6 @@ class _GangMaster(_Master):
                 if self.start_row:
                     row = int(self.start_row[e.job][e.start])
                     coefficients[row] = coefficients.get(row, 0.0) + 1.0
-                for row, change in (
-                    (int(self.occupancy_row[e.job][e.start]), 1.0),
-                    (int(self.occupancy_row[e.job][e.end]), -1.0),
-                ):
-                    coefficients[row] = coefficients.get(row, 0.0) + change
-        for r, value in self.cuts.lane_coefficients(lane).items():
-            coefficients[self.cuts.rows[r]] = value
         return cost, coefficients
 
     def column_count(self) -> int:
@@ -351,8 +439,8 @@ class _GangMaster(_Master):
                 raise ValueError(f"gang run of the wrong shape: {run}")
             gpus = float(self.data.num_gpus[run.job])
             coefficients: dict[int, float] = {self.convexity_row[run.job]: 1.0, self.end_row[run.job]: -gpus * run.end}
-            coefficients[int(self.occupancy_row[run.job][run.start])] = -gpus
-            coefficients[int(self.occupancy_row[run.job][run.end])] = gpus
+            coefficients[int(self.change_row[run.job][run.start])] = -gpus
+            coefficients[int(self.change_row[run.job][run.end])] = gpus
             if self.start_row:
                 coefficients[int(self.start_row[run.job][run.start])] = -gpus
             for r, value in self.cuts.run_coefficients(run).items():
@@ -382,58 +470,25 @@ class _GangMaster(_Master):
 
     # -- rows --
 
-    def separate(self, values: np.ndarray) -> int:
-        return super().separate(values) + self._separate_slowest_worker(values)
+    def _slow_mass(self, values: np.ndarray, j: int, partners: np.ndarray) -> np.ndarray:
+        slow = np.zeros((self.data.horizon, partners.size))
+        thresholds = self.data.sigma[j, partners]
+        for run, col in zip(self.runs, self.run_cols, strict=True):
+            weight = float(values[col])
+            if run.job != j or weight <= 1e-9:
+                continue
+            levels = np.array(run.levels)
+            slow[run.start : run.end] += weight * (levels[:, None] <= thresholds[None, :] + 1e-12)
+        return slow
 
-    def _separate_slowest_worker(self, values: np.ndarray) -> int:
-        """Add the slowest-worker rows the point ``values`` violates (most violated first)."""
-        data = self.data
-        if not self.gangs:
-            return 0
-        horizon = data.horizon
-        share = lane_shares(data, self.lanes, self.lane_cols, values)
-        found: list[tuple[float, int, int, int]] = []
-        for j in self.gangs:
-            partners = np.nonzero(data.shareable[j])[0]
-            if not partners.size:
-                continue
-            # slow[t, k]: the mass of j's runs at t whose rate there is at most σ_jk
-            slow = np.zeros((horizon, partners.size))
-            thresholds = data.sigma[j, partners]
-            for run, col in zip(self.runs, self.run_cols, strict=True):
-                weight = float(values[col])
-                if run.job != j or weight <= 1e-9:
-                    continue
-                levels = np.array(run.levels)
-                slow[run.start : run.end] += weight * (levels[:, None] <= thresholds[None, :] + 1e-12)
-            limit = np.minimum(data.num_gpus[j], data.num_gpus[partners])[None, :] * slow
-            excess = share[:, j, partners] - limit
-            for t, p in np.argwhere(excess > 1e-6):
-                k = int(partners[p])
-                if (j, k, int(t)) not in self.cuts.known:
-                    found.append((float(excess[t, p]), j, k, int(t)))
-        if not found:
-            return 0
-        found.sort(key=lambda row: -row[0])
-        found = found[:MAX_NEW_CUTS]
-        first = len(self.cuts)
-        base = int(self.h.getNumRow())
-        for number, (_, j, k, t) in enumerate(found):
-            self.cuts.add(j, k, t, base + number)
-        per_row: list[list[tuple[int, float]]] = [[] for _ in found]
-        pairs = {(min(j, k), max(j, k)) for _, j, k, _ in found}
-        for lane, col in zip(self.lanes, self.lane_cols, strict=True):
-            if not any((min(i, k), max(i, k)) in pairs for i, k, _, _ in _overlaps(lane)):
-                continue
-            for r, value in self.cuts.lane_coefficients(lane, first).items():
-                per_row[r - first].append((col, value))
-        gangs = {j for _, j, _, _ in found}
+    def _gang_side(self, keys: list[tuple[int, int, int]], first: int) -> list[list[tuple[int, float]]]:
+        per_row: list[list[tuple[int, float]]] = [[] for _ in keys]
+        gangs = {j for j, _, _ in keys}
         for run, col in zip(self.runs, self.run_cols, strict=True):
             if run.job in gangs:
                 for r, value in self.cuts.run_coefficients(run, first).items():
                     per_row[r - first].append((col, value))
-        self._add_rows(per_row, [-self.inf] * len(per_row), 0.0)
-        return len(found)
+        return per_row
 
     # -- duals and bounds --
 
@@ -443,19 +498,16 @@ class _GangMaster(_Master):
             return None
         value, base, gpu_dual = solved
         self._gpu_dual = gpu_dual
-        row_dual = np.asarray(self.h.getSolution().row_dual)
+        row_dual, delta, rho = self.gang_row_duals()
         data = self.data
-        delta = np.zeros((data.n, data.horizon + 1))
         kappa = np.zeros(data.n)
         epsilon = np.zeros(data.n)
         theta = np.zeros((data.n, data.horizon + 1))
         for j in self.gangs:
-            delta[j] = row_dual[self.occupancy_row[j]]
             if self.start_row:
                 theta[j] = row_dual[self.start_row[j]]
             kappa[j] = row_dual[self.convexity_row[j]]
             epsilon[j] = row_dual[self.end_row[j]]
-        rho = np.maximum(-row_dual[np.array(self.cuts.rows, dtype=np.int64)], 0.0)
         return value, self.with_gang_duals(base, delta, rho, kappa, epsilon, theta), gpu_dual
 
     def with_gang_duals(
@@ -502,12 +554,7 @@ class _GangMaster(_Master):
             if not isinstance(duals, GangDuals) or self.run_pricing is None:
                 raise TypeError("a gang run is priced with gang duals")
             return -self._gpu_dual - self.run_pricing.reduced_cost(lane, duals)
-        total = super().lane_value(lane, duals)
-        if isinstance(duals, GangDuals) and duals.rho.size:
-            for r, value in self.cuts.lane_coefficients(lane).items():
-                if r < duals.rho.size:
-                    total -= duals.rho[r] * value
-        return total
+        return super().lane_value(lane, duals)
 
     def lagrangian(self, duals: Duals, top: float) -> float:
         """The lane master's Lagrangian (:meth:`formulation.lanes._Master.lagrangian`), with each gang

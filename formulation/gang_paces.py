@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from formulation.discretize import SlottedProblem
-from formulation.gang_lanes import MAX_NEW_CUTS, MAX_SEPARATIONS, _SlowestWorkerRows, lane_shares, slowest_worker_bonus
+from formulation.gang_lanes import MAX_SEPARATIONS, SlowestWorkerDuals, _SlowestWorkerMaster, slowest_worker_bonus
 from formulation.lanes import (
     DEFAULT_MAX_LANE_STATES,
     DEFAULT_SMOOTHING,
@@ -59,12 +59,10 @@ from formulation.lanes import (
     _column_generation,
     _LanePricing,
     _Master,
-    _overlaps,
     check_restrictions,
     generation_bound,
     lane_cut,
     lanes_of_solution,
-    mix_padded,
     restricted_data,
     single_job_lanes,
 )
@@ -74,33 +72,13 @@ PROGRESS_TOLERANCE = 1e-6
 
 
 @dataclass(frozen=True)
-class PaceDuals(Duals):
-    """:class:`formulation.lanes.Duals` plus the pace rows': ``delta[j, t]`` the occupancy changes'
-    (free), ``phi[j] ≥ 0`` the pace progress', ``rho[r] ≥ 0``
-    the slowest-worker rows' (sign turned: the rows are ``≤ 0``). ``alpha`` and ``beta`` already hold what
-    ``delta`` pays a gang's lane entries."""
+class PaceDuals(SlowestWorkerDuals):
+    """:class:`formulation.gang_lanes.SlowestWorkerDuals` plus the pace progress rows' ``phi[j] ≥ 0``."""
 
-    delta: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     phi: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    rho: np.ndarray = field(default_factory=lambda: np.zeros(0))
-
-    def mix(self, other: Duals, weight: float) -> PaceDuals:
-        base = Duals.mix(self, other, weight)
-        if not isinstance(other, PaceDuals):
-            raise TypeError("pace duals mix only with pace duals")
-        return PaceDuals(
-            base.alpha,
-            base.beta,
-            base.eta,
-            base.nu,
-            base.mu,
-            delta=weight * self.delta + (1 - weight) * other.delta,
-            phi=weight * self.phi + (1 - weight) * other.phi,
-            rho=mix_padded(self.rho, other.rho, weight),
-        )
 
 
-class _PaceMaster(_Master):
+class _PaceMaster(_SlowestWorkerMaster):
     """The lane master with gang paces (module docstring). With ``artificial_cost`` (a tree's nodes) each
     job's artificial column does its gang's pace progress too."""
 
@@ -114,27 +92,11 @@ class _PaceMaster(_Master):
     ) -> None:
         super().__init__(data, highspy, artificial_cost=artificial_cost, cover_rows=cover_rows, cover_sets=cover_sets)
         n, horizon = data.n, data.horizon
-        self.is_gang = data.num_gpus > 1
-        self.gangs = [int(j) for j in np.nonzero(self.is_gang)[0]]
-        # rows: per gang, T + 1 occupancy changes (= 0) and its pace progress (≥ w_j)
-        base = int(self.h.getNumRow())
-        self.change_row = {j: base + g * (horizon + 1) + np.arange(horizon + 1) for g, j in enumerate(self.gangs)}
-        count = len(self.gangs) * (horizon + 1)
-        self._add_rows([[] for _ in range(count)], [0.0] * count, 0.0)
+        # per gang its pace progress (≥ w_j), which its artificial and late columns do as well
         base = int(self.h.getNumRow())
         self.pace_row = {j: base + g for g, j in enumerate(self.gangs)}
-        self._add_rows(
-            [[] for _ in self.gangs], [float(data.work[j]) - PROGRESS_TOLERANCE for j in self.gangs], self.inf
-        )
-        # the lane master made, per job in order, its artificial column (with an artificial cost) and its
-        # late column q_j (if it may end past the cut): both do the gang's work as well
-        column = 0
-        for j in range(n):
-            for made in (artificial_cost is not None, bool(data.can_be_late[j])):
-                if made:
-                    if self.is_gang[j]:
-                        self.h.changeCoeff(self.pace_row[j], column, float(data.work[j]))
-                    column += 1
+        per_row = [[(col, float(data.work[j])) for col in self.covering.get(j, [])] for j in self.gangs]
+        self._add_rows(per_row, [float(data.work[j]) - PROGRESS_TOLERANCE for j in self.gangs], self.inf)
         # paces: j's σ_jk below 1, and 1; Y_jt at pace 1 for every slot
         self.paces: dict[int, np.ndarray] = {
             j: np.array([*sorted({float(s) for s in data.sigma[j][data.shareable[j]] if 0 < s < 1.0}), 1.0])
@@ -149,63 +111,36 @@ class _PaceMaster(_Master):
             self._top[j] = np.searchsorted(paces, data.sigma[j] + 1e-12, side="right") - 1
         self.pace_cols: dict[tuple[int, int], dict[int, int]] = {}  # (j, t) -> pace index -> column
         self.pace_keys: list[tuple[int, int, int]] = []  # (j, t, pace index) of each pace column, as made
-        self.cuts = _SlowestWorkerRows(data)
         for j in self.gangs:
             top = len(self.paces[j]) - 1
             for t in range(horizon):
                 self._add_pace(j, t, top)
 
-    def _explicit(self, rows: list[int], values: list[float]) -> int:
-        self.h.addCol(0.0, 0.0, 1.0, len(rows), np.array(rows, dtype=np.int32), np.array(values, dtype=float))
-        self.columns += 1
-        return self.columns - 1
-
     def _add_pace(self, j: int, t: int, index: int) -> int:
-        """The column ``Y_jtℓ`` (``ℓ = paces[j][index]``): ``−G_j`` in change row ``t``, ``+G_j`` in change
-        row ``t + 1``, ``ℓ`` in the pace progress, and ``−min(G_j, G_k)`` in the slowest-worker rows already
-        there that it may serve (partners ``k`` with ``σ_jk ≥ ℓ``)."""
+        """The column ``Y_jtℓ`` (``ℓ = paces[j][index]``, in ``[0, 1]``): ``−G_j`` in change row ``t``,
+        ``+G_j`` in change row ``t + 1``, ``ℓ`` in the pace progress, and ``−min(G_j, G_k)`` in the
+        slowest-worker rows already there that it may serve (partners ``k`` with ``σ_jk ≥ ℓ``)."""
         pace = float(self.paces[j][index])
         sigma, gpus = self.data.sigma, self.data.num_gpus
         rows = [int(self.change_row[j][t]), int(self.change_row[j][t + 1]), int(self.pace_row[j])]
         values = [-float(gpus[j]), float(gpus[j]), pace]
-        if len(self.cuts):
-            for r in self.cuts.gang_rows(j, t):
-                k = self.cuts.partner[r]
-                if pace <= sigma[j, k] + 1e-12:
-                    rows.append(self.cuts.rows[r])
-                    values.append(-float(min(gpus[j], gpus[k])))
-        col = self._explicit(rows, values)
+        for r in self.cuts.gang_rows(j, t):
+            k = self.cuts.partner[r]
+            if pace <= sigma[j, k] + 1e-12:
+                rows.append(self.cuts.rows[r])
+                values.append(-float(min(gpus[j], gpus[k])))
+        self.h.addCol(0.0, 0.0, 1.0, len(rows), np.array(rows, dtype=np.int32), np.array(values, dtype=float))
+        col = self.columns
+        self.columns += 1
         self.pace_cols.setdefault((j, t), {})[index] = col
         self.pace_keys.append((j, t, index))
         return col
 
-    def _pace_index(self, j: int, k: int) -> int:
-        """The index of pace ``σ_jk`` among ``j``'s paces."""
-        return int(self._top[j, k])
-
-    # -- columns --
-
-    def _lane_column(self, lane: Lane) -> tuple[float, dict[int, float]]:
-        cost, coefficients = super()._lane_column(lane)
-        for e in lane.entries:
-            if self.is_gang[e.job]:
-                rows = self.change_row[e.job]
-                for row, change in ((int(rows[e.start]), 1.0), (int(rows[e.end]), -1.0)):
-                    coefficients[row] = coefficients.get(row, 0.0) + change
-        for r, value in self.cuts.lane_coefficients(lane).items():
-            coefficients[self.cuts.rows[r]] = value
-        return cost, coefficients
-
     # -- rows --
 
-    def separate(self, values: np.ndarray) -> int:
-        return super().separate(values) + self._separate_slowest_worker(values)
-
     def _slow_mass(self, values: np.ndarray, j: int, partners: np.ndarray) -> np.ndarray:
-        """``slow[t, p]``: the gang's mass at ``t`` at a pace column at most ``σ_j,partners[p]``."""
-        horizon = self.data.horizon
         thresholds = self.data.sigma[j, partners]
-        slow = np.zeros((horizon, partners.size))
+        slow = np.zeros((self.data.horizon, partners.size))
         for (gang, t), columns in self.pace_cols.items():
             if gang != j:
                 continue
@@ -215,58 +150,22 @@ class _PaceMaster(_Master):
                     slow[t] += weight * (self.paces[j][index] <= thresholds + 1e-12)
         return slow
 
-    def _separate_slowest_worker(self, values: np.ndarray) -> int:
-        """Add the slowest-worker rows the point ``values`` violates (most violated first), with the pace
-        columns they need."""
-        data = self.data
-        if not self.gangs:
-            return 0
-        share = lane_shares(data, self.lanes, self.lane_cols, values)
-        found: list[tuple[float, int, int, int]] = []
-        for j in self.gangs:
-            partners = np.nonzero(data.shareable[j])[0]
-            if not partners.size:
-                continue
-            slow = self._slow_mass(values, j, partners)
-            limit = np.minimum(data.num_gpus[j], data.num_gpus[partners])[None, :] * slow
-            excess = share[:, j, partners] - limit
-            for t, p in np.argwhere(excess > 1e-6):
-                k = int(partners[p])
-                if (j, k, int(t)) not in self.cuts.known:
-                    found.append((float(excess[t, p]), j, k, int(t)))
-        if not found:
-            return 0
-        found.sort(key=lambda row: -row[0])
-        self.add_slowest_worker_rows([(j, k, t) for _, j, k, t in found[:MAX_NEW_CUTS]])
-        return min(len(found), MAX_NEW_CUTS)
-
-    def add_slowest_worker_rows(self, keys: list[tuple[int, int, int]]) -> None:
-        """Add the rows ``(j, k, t)`` (gang, partner, slot; not yet in the master) with every pooled lane's
-        coefficients and the pace columns they need."""
-        data = self.data
-        # the pace columns first (in the rows already there), then the rows with every column they name
+    def _prepare_rows(self, keys: list[tuple[int, int, int]]) -> None:
+        # each row's own pace, made a column (in the rows already there) before the rows name it
         for j, k, t in keys:
-            index = self._pace_index(j, k)
+            index = int(self._top[j, k])
             if index >= 0 and index not in self.pace_cols.get((j, t), {}):
                 self._add_pace(j, t, index)
-        first = len(self.cuts)
-        base = int(self.h.getNumRow())
-        for number, (j, k, t) in enumerate(keys):
-            self.cuts.add(j, k, t, base + number)
+
+    def _gang_side(self, keys: list[tuple[int, int, int]], first: int) -> list[list[tuple[int, float]]]:
+        data = self.data
         per_row: list[list[tuple[int, float]]] = [[] for _ in keys]
-        pairs = {(min(j, k), max(j, k)) for j, k, _ in keys}
-        for lane, col in zip(self.lanes, self.lane_cols, strict=True):
-            if not any((min(i, k), max(i, k)) in pairs for i, k, _, _ in _overlaps(lane)):
-                continue
-            for r, value in self.cuts.lane_coefficients(lane, first).items():
-                per_row[r - first].append((col, value))
-        gpus = data.num_gpus
         for number, (j, k, t) in enumerate(keys):
-            m = -float(min(gpus[j], gpus[k]))
+            m = -float(min(data.num_gpus[j], data.num_gpus[k]))
             for index, col in self.pace_cols[(j, t)].items():
                 if self.paces[j][index] <= data.sigma[j, k] + 1e-12:
                     per_row[number].append((col, m))
-        self._add_rows(per_row, [-self.inf] * len(per_row), 0.0)
+        return per_row
 
     # -- duals and bounds --
 
@@ -275,14 +174,10 @@ class _PaceMaster(_Master):
         if solved is None:
             return None
         value, base, gpu_dual = solved
-        row_dual = np.asarray(self.h.getSolution().row_dual)
-        data = self.data
-        delta = np.zeros((data.n, data.horizon + 1))
-        phi = np.zeros(data.n)
+        row_dual, delta, rho = self.gang_row_duals()
+        phi = np.zeros(self.data.n)
         for j in self.gangs:
-            delta[j] = row_dual[self.change_row[j]]
             phi[j] = max(0.0, float(row_dual[self.pace_row[j]]))
-        rho = np.maximum(-row_dual[np.array(self.cuts.rows, dtype=np.int64)], 0.0)
         return value, self.with_pace_duals(base, delta, phi, rho), gpu_dual
 
     def with_pace_duals(self, base: Duals, delta: np.ndarray, phi: np.ndarray, rho: np.ndarray) -> PaceDuals:
@@ -306,14 +201,6 @@ class _PaceMaster(_Master):
             phi=np.zeros(data.n),
             rho=np.zeros(0),
         )
-
-    def lane_value(self, lane: Lane, duals: Duals) -> float:
-        total = super().lane_value(lane, duals)
-        if isinstance(duals, PaceDuals) and duals.rho.size:
-            for r, value in self.cuts.lane_coefficients(lane).items():
-                if r < duals.rho.size:
-                    total -= duals.rho[r] * value
-        return total
 
     def pace_reduced_costs(self, duals: PaceDuals) -> np.ndarray:
         """The reduced costs of the pace columns (in the order they were made) at ``duals``."""

@@ -53,8 +53,8 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, ClassVar, Self
 
 import numpy as np
 
@@ -340,21 +340,30 @@ class Duals:
     of two masters' duals is the duals of the mixed point. ``mu`` is empty where only the pricing is
     concerned (tests that price arbitrary values)."""
 
+    PADDED: ClassVar[tuple[str, ...]] = ("nu",)
+    """Fields holding the duals of cut rows (rows added later count 0 in an older point)."""
+
     alpha: np.ndarray
     beta: np.ndarray
     eta: np.ndarray
     nu: np.ndarray = field(default_factory=lambda: np.zeros(0))
     mu: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
-    def mix(self, other: Duals, weight: float) -> Duals:
-        """``weight · self + (1 − weight) · other``."""
-        return Duals(
-            weight * self.alpha + (1 - weight) * other.alpha,
-            weight * self.beta + (1 - weight) * other.beta,
-            weight * self.eta + (1 - weight) * other.eta,
-            mix_padded(self.nu, other.nu, weight),
-            weight * self.mu + (1 - weight) * other.mu if self.mu.size == other.mu.size else np.zeros(0),
-        )
+    def mix(self, other: Duals, weight: float) -> Self:
+        """``weight · self + (1 − weight) · other``, field by field (a subclass's too: the duals of cut rows,
+        :attr:`PADDED`, padded with zeros to the longer; ``mu`` empty unless both have it alike)."""
+        if type(other) is not type(self):
+            raise TypeError(f"{type(self).__name__} mixes only with its own kind, not {type(other).__name__}")
+        mixed: dict[str, np.ndarray] = {}
+        for item in fields(self):
+            mine, theirs = getattr(self, item.name), getattr(other, item.name)
+            if item.name in self.PADDED:
+                mixed[item.name] = mix_padded(mine, theirs, weight)
+            elif item.name == "mu" and mine.size != theirs.size:
+                mixed[item.name] = np.zeros(0)
+            else:
+                mixed[item.name] = weight * mine + (1 - weight) * theirs
+        return type(self)(**mixed)
 
 
 def mix_padded(mine: np.ndarray, theirs: np.ndarray, weight: float) -> np.ndarray:
