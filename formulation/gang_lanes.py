@@ -70,7 +70,6 @@ from formulation.lanes import (
     LaneBound,
     LaneData,
     Window,
-    _column_generation,
     _LanePricing,
     _Master,
     _overlaps,
@@ -78,9 +77,8 @@ from formulation.lanes import (
     check_restrictions,
     generation_bound,
     lane_cut,
-    lanes_of_solution,
+    lane_lp_first,
     restricted_data,
-    single_job_lanes,
     solution_runs,
 )
 
@@ -839,28 +837,20 @@ def seeded_master(
     At those duals the gang master's Lagrangian is the lane LP's bound."""
     import highspy
 
-    lanes_master = _Master(data, highspy, artificial_cost=artificial_cost, cover_sets=cover_sets)
-    lanes_master.add(lanes_of_solution(problem, data))
-    lanes_master.add(single_job_lanes(data))
-    lanes_pricer = _LanePricing(data, lanes_master.covers)
-    if window is not None:
-        lanes_master.restrict(window)
-        lanes_pricer.restrict(window)
-    first = _column_generation(
-        lanes_master,
-        lanes_pricer,
+    lanes_master, first = lane_lp_first(
+        problem,
+        data,
+        window=window,
         deadline=deadline,
-        want=max(1, data.n),
         smoothing=smoothing,
         max_rounds=max_rounds,
         cancel=cancel,
+        artificial_cost=artificial_cost,
+        cover_sets=cover_sets,
     )
     master = _GangMaster(data, highspy, artificial_cost=artificial_cost, cover_sets=cover_sets, link_starts=link_starts)
     pricer = _GangPricing(data, master, grid)
-    if lanes_master.covers is not None and master.covers is not None:
-        covers = lanes_master.covers
-        master.add_cover_rows(list(zip(covers.jobs, covers.width, covers.slot, strict=True)))
-    master.add(lanes_master.lanes)
+    master.start_from(lanes_master)
     if first.values is not None:
         values = first.values
         # lanes added after the last solve (its entering ones) have no value yet

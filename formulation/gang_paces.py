@@ -52,16 +52,14 @@ from formulation.lanes import (
     DEFAULT_MAX_LANE_STATES,
     DEFAULT_SMOOTHING,
     Duals,
-    Lane,
     LaneBound,
     LaneData,
     Window,
-    _column_generation,
     _LanePricing,
-    _Master,
     check_restrictions,
     generation_bound,
     lane_cut,
+    lane_lp_first,
     lanes_of_solution,
     restricted_data,
     single_job_lanes,
@@ -279,40 +277,29 @@ def pace_master(
     returned as where the smoothing starts (``None`` without)."""
     import highspy
 
-    center: PaceDuals | None = None
-    seed: Duals | None = None
-    lanes: list[Lane] = [*lanes_of_solution(problem, data), *single_job_lanes(data)]
-    covers: list[tuple[tuple[int, ...], int, int]] = []
-    if lanes_until is not None:
-        first = _Master(data, highspy, artificial_cost=artificial_cost, cover_sets=cover_sets)
-        first.add(lanes)
-        first_pricer = _LanePricing(data, first.covers)
-        if window is not None:
-            first.restrict(window)
-            first_pricer.restrict(window)
-        outcome = _column_generation(
-            first,
-            first_pricer,
-            deadline=lanes_until,
-            want=max(1, data.n),
-            smoothing=smoothing,
-            max_rounds=10_000,
-            cancel=cancel,
-        )
-        lanes = first.lanes
-        if first.covers is not None:
-            covers = list(zip(first.covers.jobs, first.covers.width, first.covers.slot, strict=True))
-        seed = outcome.center
     master = _PaceMaster(data, highspy, artificial_cost=artificial_cost, cover_sets=cover_sets)
     pricer = _PacePricing(data, master)
-    master.add_cover_rows(covers)
-    master.add(lanes)
+    seed: Duals | None = None
+    if lanes_until is not None:
+        lanes_master, outcome = lane_lp_first(
+            problem,
+            data,
+            window=window,
+            deadline=lanes_until,
+            smoothing=smoothing,
+            cancel=cancel,
+            artificial_cost=artificial_cost,
+            cover_sets=cover_sets,
+        )
+        master.start_from(lanes_master)
+        seed = outcome.center
+    else:
+        master.add(lanes_of_solution(problem, data))
+        master.add(single_job_lanes(data))
     if window is not None:
         master.restrict(window)
         pricer.restrict(window)
-    if seed is not None:
-        center = master.from_lane_duals(seed)
-    return master, pricer, center
+    return master, pricer, None if seed is None else master.from_lane_duals(seed)
 
 
 def gang_pace_bound(

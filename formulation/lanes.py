@@ -770,6 +770,14 @@ class _Master:
         self.add_cover_rows(found)
         return len(found)
 
+    def start_from(self, other: _Master) -> None:
+        """Take ``other``'s cover rows (in its order, so that its duals keep their meaning here) and its
+        lanes."""
+        if other.covers is not None and self.covers is not None:
+            covers = other.covers
+            self.add_cover_rows(list(zip(covers.jobs, covers.width, covers.slot, strict=True)))
+        self.add(other.lanes)
+
     def add_cover_rows(self, found: list[tuple[tuple[int, ...], int, int]]) -> None:
         """Add cover rows ``(Q, e_Q, t)`` (as :meth:`_CoverRows.violated` gives them) with every pooled
         lane's coefficients."""
@@ -1745,6 +1753,42 @@ def lane_bound(
         ceiling = master.without_gang_repeats(60.0)
         result = replace(result, gang_repeat_share=share, elementary_ceiling=math.nan if ceiling is None else ceiling)
     return result
+
+
+def lane_lp_first(
+    problem: SlottedProblem,
+    data: LaneData,
+    *,
+    window: Window | None,
+    deadline: float,
+    smoothing: float = DEFAULT_SMOOTHING,
+    max_rounds: int = 10_000,
+    cancel: threading.Event | None = None,
+    artificial_cost: float | None = None,
+    cover_sets: bool = True,
+) -> tuple[_Master, _Generation]:
+    """The lane LP (the upper bound's lanes and every job alone to start, restricted to ``window``) by
+    column generation until it converges or ``deadline``: what a variant's master (gang runs or paces)
+    starts from (:meth:`_Master.start_from`, and the generation's best duals)."""
+    import highspy
+
+    master = _Master(data, highspy, artificial_cost=artificial_cost, cover_sets=cover_sets)
+    master.add(lanes_of_solution(problem, data))
+    master.add(single_job_lanes(data))
+    pricer = _LanePricing(data, master.covers)
+    if window is not None:
+        master.restrict(window)
+        pricer.restrict(window)
+    outcome = _column_generation(
+        master,
+        pricer,
+        deadline=deadline,
+        want=max(1, data.n),
+        smoothing=smoothing,
+        max_rounds=max_rounds,
+        cancel=cancel,
+    )
+    return master, outcome
 
 
 def generation_bound(
