@@ -35,6 +35,8 @@ lacks once the starts are known, against the check's answer for the same region.
 ``--gang-runs`` also solves each LP of the default pricing with gang run columns
 (:func:`formulation.gang_lanes.gang_lane_bound`, same restriction and time limit; columns ``NAME_gang``
 with its status and seconds): how much of what the lanes lack a gang held whole in one column closes.
+``--gang-paces`` does the same with gang paces (:func:`formulation.gang_paces.gang_pace_bound`, columns
+``NAME_pace``): the gangs' slowest-worker rows without run columns.
 
 One CSV row per instance and pricing: ``jobs, gpus, seed, one_gpu_jobs, slot, horizon, schedule_slots,
 solver_bound_slots``; ``pairs`` (sharing in the schedule) and ``shareable_pairs``; ``check``
@@ -54,7 +56,7 @@ import argparse
 import math
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,10 +65,11 @@ import pandas as pd
 from formulation.discretize import SlottedProblem, discretize, evaluate
 from formulation.errors import DuettoInputError
 from formulation.gang_lanes import gang_lane_bound
+from formulation.gang_paces import gang_pace_bound
 from formulation.generator import DEFAULT_GPU_DEMAND_WEIGHTS, generate_instance
 from formulation.instance import Instance
 from formulation.lane_tree import lane_tree_bound, node_region
-from formulation.lanes import LANE_PRICINGS, LaneData, Window, default_cut, lane_bound, restricted_data
+from formulation.lanes import LANE_PRICINGS, LaneBound, LaneData, Window, default_cut, lane_bound, restricted_data
 from formulation.validator import validate
 from solvers import SolverUnavailableError, solve
 from solvers.api import standalone_leaf_checker
@@ -147,11 +150,18 @@ def measure(
     tree_seconds: float = 0.0,
     check_gang_starts: bool = False,
     gang_runs: bool = False,
+    gang_paces: bool = False,
     progress: bool = True,
 ) -> pd.DataFrame:
     """One row per instance and pricing (module docstring); every schedule is validated first."""
     if not set(pricings) <= set(LANE_PRICINGS) or not set(lps) <= set(LP_VALUES):
         raise ValueError(f"pricings must be among {LANE_PRICINGS} and lps among {LP_VALUES}, got {pricings!r}, {lps!r}")
+    # the gang variants of each LP (default pricing only): column suffix -> (label, bound function)
+    variants: dict[str, tuple[str, Callable[..., LaneBound]]] = {}
+    if gang_runs:
+        variants["gang"] = ("gang runs", gang_lane_bound)
+    if gang_paces:
+        variants["pace"] = ("gang paces", gang_pace_bound)
     rows: list[dict[str, Any]] = []
     for n in jobs:
         for seed in seeds:
@@ -225,11 +235,11 @@ def measure(
                     row[name] = lp.value
                     row[f"{name}_status"] = lp.status
                     row[f"{name}_seconds"] = round(lp.seconds, 2)
-                    if gang_runs and kind == "fast":
-                        gang = gang_lane_bound(problem, time_limit=lp_time_limit, **restriction)
-                        row[f"{name}_gang"] = gang.value
-                        row[f"{name}_gang_status"] = gang.status
-                        row[f"{name}_gang_seconds"] = round(gang.seconds, 2)
+                    for suffix, (_, variant) in (variants if kind == "fast" else {}).items():
+                        bound = variant(problem, time_limit=lp_time_limit, **restriction)
+                        row[f"{name}_{suffix}"] = bound.value
+                        row[f"{name}_{suffix}_status"] = bound.status
+                        row[f"{name}_{suffix}_seconds"] = round(bound.seconds, 2)
                 if "root" in lps:
                     slack = schedule - row["root"]
                     for name in [other for other in lps if other != "root"]:
@@ -237,8 +247,9 @@ def measure(
                 rows.append(row)
                 if progress:
                     values = " ".join(f"{name} {row[name]:.1f}" for name in lps)
-                    if gang_runs and kind == "fast":
-                        values += " | with gang runs: " + " ".join(f"{name} {row[name + '_gang']:.1f}" for name in lps)
+                    for suffix, (label, _) in (variants if kind == "fast" else {}).items():
+                        shown = " ".join(f"{name} {row[f'{name}_{suffix}']:.1f}" for name in lps)
+                        values += f" | with {label}: {shown}"
                     print(
                         f"n={n} seed={seed} {kind}: schedule {schedule:.0f}; {values}; check {row['check']}",
                         file=sys.stderr,
@@ -295,6 +306,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="also each LP with gang run columns (formulation.gang_lanes; columns NAME_gang), same time limit",
     )
+    parser.add_argument(
+        "--gang-paces",
+        action="store_true",
+        help="also each LP with gang paces (formulation.gang_paces; columns NAME_pace), same time limit",
+    )
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.time_limit <= 0 or args.lp_time_limit <= 0 or args.check_seconds < 0 or args.tree_seconds < 0:
@@ -324,6 +340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             tree_seconds=args.tree_seconds,
             check_gang_starts=args.check_gang_starts,
             gang_runs=args.gang_runs,
+            gang_paces=args.gang_paces,
         )
     except (DuettoInputError, SolverUnavailableError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -334,7 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     shown = ["jobs", "seed", "pricing", "schedule_slots", *(name for name in LP_VALUES if name in frame.columns)]
     shown += [name for name in ("gang_repeat_share", "elementary_ceiling") if name in frame.columns]
     shown += [name for name in ("starts_fixed_tree", "starts_fixed_tree_nodes") if name in frame.columns]
-    shown += [f"{name}_gang" for name in LP_VALUES if f"{name}_gang" in frame.columns]
+    shown += [f"{name}_{kind}" for kind in ("gang", "pace") for name in LP_VALUES if f"{name}_{kind}" in frame.columns]
     shown += ["pairs", "check", "best_given_starts"]
     shown += [name for name in ("gang_check", "best_given_gang_starts") if name in frame.columns]
     print(frame[shown].to_string(index=False))
