@@ -38,6 +38,7 @@ from typing import Any
 
 import pandas as pd
 
+from benchmarks.common import add_family_arguments, family_error, family_seeds
 from formulation.discretize import choose_slot, discretize
 from formulation.gang_lanes import gang_lane_bound
 from formulation.gang_paces import gang_pace_bound
@@ -158,11 +159,7 @@ def summarize(frame: pd.DataFrame) -> pd.DataFrame:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--jobs", type=int, nargs="+", default=[12, 16])
-    parser.add_argument("--gpus", type=int, default=8)
-    parser.add_argument("--gpus-per-node", type=int, default=8)
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--first-seed", type=int, default=0)
+    add_family_arguments(parser, [12, 16])
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--target-slots", type=int, default=None)
     parser.add_argument("--arrivals", choices=["zero", "poisson"], default="zero")
@@ -174,10 +171,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     trees = ["tree" if rule == "starts" else f"tree:{rule}" for rule in args.branching]
     methods = [name for method in args.methods for name in (trees if method == "tree" else [method])]
-    if args.time_limit <= 0 or args.seeds < 1 or min(args.jobs) < 1 or args.gpus < 1:
-        print("error: --time-limit, --seeds, --jobs and --gpus must be positive", file=sys.stderr)
+    if args.time_limit <= 0:
+        print("error: --time-limit must be positive", file=sys.stderr)
         return 2
-    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    if (problem := family_error(args)) is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    seeds = family_seeds(args)
     frame = compare(
         args.jobs,
         args.gpus,

@@ -5,6 +5,7 @@ into a tidy row whose numbers come from the validator and :func:`formulation.met
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import math
 import os
@@ -149,3 +150,25 @@ def clean_float(value: Any) -> float:
     except (TypeError, ValueError):
         return math.nan
     return number if math.isfinite(number) else math.nan
+
+
+def add_family_arguments(parser: argparse.ArgumentParser, jobs: list[int]) -> None:
+    """The standard random family's options of the oracle studies (``--jobs`` default ``jobs``): job
+    counts, cluster shape and seeds (:func:`family_seeds`, :func:`family_error`)."""
+    parser.add_argument("--jobs", type=int, nargs="+", default=jobs)
+    parser.add_argument("--gpus", type=int, default=8)
+    parser.add_argument("--gpus-per-node", type=int, default=8)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=0)
+
+
+def family_error(args: argparse.Namespace) -> str | None:
+    """What is wrong with :func:`add_family_arguments`' values (``None``: nothing)."""
+    if args.seeds < 1 or min(args.jobs) < 1 or args.gpus < 1 or args.gpus_per_node < 1:
+        return "--seeds, --jobs, --gpus and --gpus-per-node must be positive"
+    return None
+
+
+def family_seeds(args: argparse.Namespace) -> range:
+    """The instance seeds :func:`add_family_arguments` asked for."""
+    return range(args.first_seed, args.first_seed + args.seeds)

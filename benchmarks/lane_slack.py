@@ -62,6 +62,7 @@ from typing import Any
 
 import pandas as pd
 
+from benchmarks.common import add_family_arguments, family_error, family_seeds
 from formulation.discretize import SlottedProblem, discretize, evaluate
 from formulation.errors import DuettoInputError
 from formulation.gang_lanes import gang_lane_bound
@@ -259,11 +260,7 @@ def measure(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--jobs", type=int, nargs="+", default=[16, 24])
-    parser.add_argument("--gpus", type=int, default=8)
-    parser.add_argument("--gpus-per-node", type=int, default=8)
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--first-seed", type=int, default=0)
+    add_family_arguments(parser, [16, 24])
     parser.add_argument("--solver", default="cpsat")
     parser.add_argument("--time-limit", type=float, default=60.0, help="the solver's, for the schedule")
     parser.add_argument("--lp-time-limit", type=float, default=300.0, help="each of the four lane LPs'")
@@ -319,8 +316,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    if args.seeds < 1 or min(args.jobs) < 1 or args.gpus < 1 or args.gpus_per_node < 1:
-        print("error: --seeds, --jobs, --gpus and --gpus-per-node must be positive", file=sys.stderr)
+    if (problem := family_error(args)) is not None:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     try:
         check_available(resolve(args.solver))
@@ -328,7 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.jobs,
             args.gpus,
             args.gpus_per_node,
-            range(args.first_seed, args.first_seed + args.seeds),
+            family_seeds(args),
             solver=args.solver,
             time_limit=args.time_limit,
             lp_time_limit=args.lp_time_limit,

@@ -93,3 +93,4 @@ def test_the_benchmark_measures_both_windows(tmp_path: Path) -> None:
     if row["own_status"] == "optimal" and row["narrow_status"] == "optimal":
         assert row["own_objective_slots"] == pytest.approx(row["narrow_objective_slots"])
     assert lane_windows.main([*argv[:-2], "--time-limit", "0"]) == 2
+    assert lane_windows.main(["--jobs", "0"]) == 2
