@@ -59,7 +59,7 @@ from typing import Any, ClassVar, Self
 import numpy as np
 
 from formulation import lane_kernel
-from formulation.discretize import SlottedProblem, completion_sum_lower_bounds, evaluate
+from formulation.discretize import SlottedProblem, evaluate
 from formulation.relaxation import _shared_speed, default_cut
 
 NEG = lane_kernel.NEG
@@ -1806,10 +1806,10 @@ def lane_end_windows(
         return result, own
     top, _ = _LanePricing(data, master.covers).price(outcome.center, 0)
     others = master.others_bounds(outcome.center, top)
-    static = completion_sum_lower_bounds(problem)
     value = int(problem.upper_bound_value)
+    # the problem's own latest ends already hold UB − (the static bound on the others)
     latest = [
-        max(job.earliest_end, min(job.latest_end, value - max(static[j], math.ceil(others[j] - 1e-6))))
+        max(job.earliest_end, min(job.latest_end, value - math.ceil(others[j] - 1e-6)))
         for j, job in enumerate(problem.jobs)
     ]
     return replace(result, seconds=time.perf_counter() - began), latest

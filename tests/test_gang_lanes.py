@@ -163,15 +163,20 @@ def test_the_benchmarks_run_the_gang_lanes(tmp_path: Path) -> None:
     frame = pd.read_csv(output).set_index("method")
     assert sorted(frame.index) == ["gang_lanes", "gang_tree", "lanes"]
     assert (frame["bound_slots"] <= frame["ub_slots"] + 1e-6).all() and (frame["bound_slots"] > 0).all()
-    slack = tmp_path / "slack.csv"
-    options = ["--lp-time-limit", "30", "--check-seconds", "10", "--lps", "root", "starts_fixed", "--gang-runs"]
-    assert lane_slack.main([*argv[:-2], "--time-limit", "5", *options, "--output", str(slack)]) == 0
+    check_lane_slack_variant(tmp_path, argv[:-2], "--gang-runs", "gang")
+
+
+def check_lane_slack_variant(tmp_path: Path, argv: list[str], flag: str, suffix: str) -> None:
+    """``lane_slack`` with a gang variant's ``flag`` (columns ``NAME_suffix``) on a small instance: each
+    bound stays below what it bounds, and converged it is at least the lanes' (a restriction of them)."""
+    slack = tmp_path / f"slack_{suffix}.csv"
+    options = ["--lp-time-limit", "30", "--check-seconds", "10", "--lps", "root", "starts_fixed", flag]
+    assert lane_slack.main([*argv, "--time-limit", "5", *options, "--output", str(slack)]) == 0
     row = pd.read_csv(slack).iloc[0]
     tol = 1e-4 * row["schedule_slots"]
     # each bound holds for what it bounds, converged or not
-    assert 0 < row["root_gang"] <= row["schedule_slots"] + tol
-    assert 0 < row["starts_fixed_gang"] <= row["best_given_starts"] + tol
-    # converged, each LP with gang runs is a restriction of the lanes' one
+    assert 0 < row[f"root_{suffix}"] <= row["schedule_slots"] + tol
+    assert 0 < row[f"starts_fixed_{suffix}"] <= row["best_given_starts"] + tol
     for name in ("root", "starts_fixed"):
-        if row[f"{name}_gang_status"] == "optimal" and row[f"{name}_status"] == "optimal":
-            assert row[name] - tol <= row[f"{name}_gang"]
+        if row[f"{name}_{suffix}_status"] == "optimal" and row[f"{name}_status"] == "optimal":
+            assert row[name] - tol <= row[f"{name}_{suffix}"]

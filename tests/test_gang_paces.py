@@ -11,9 +11,10 @@ import highspy
 import numpy as np
 import pandas as pd
 import pytest
+from test_gang_lanes import check_lane_slack_variant
 from test_run_columns import contended
 
-from benchmarks import bound_comparison, lane_slack
+from benchmarks import bound_comparison
 from formulation.discretize import SlottedProblem, evaluate
 from formulation.gang_paces import PaceDuals, _PaceMaster, _PacePricing, gang_pace_bound
 from formulation.lane_tree import lane_tree_bound
@@ -134,16 +135,7 @@ def test_the_benchmark_runs_the_gang_paces(tmp_path: Path) -> None:
     assert (frame["bound_slots"] <= frame["ub_slots"] + 1e-6).all() and (frame["bound_slots"] > 0).all()
     assert frame.loc["gang_paces", "bound_slots"] >= frame.loc["lanes", "bound_slots"] - 1e-6
     # lane_slack --gang-paces: with the schedule's starts fixed, each bound holds for what it bounds
-    slack = tmp_path / "slack.csv"
-    options = ["--lp-time-limit", "30", "--check-seconds", "10", "--lps", "root", "starts_fixed", "--gang-paces"]
-    assert lane_slack.main([*argv[:-2], "--time-limit", "5", *options, "--output", str(slack)]) == 0
-    row = pd.read_csv(slack).iloc[0]
-    tol = 1e-4 * row["schedule_slots"]
-    assert 0 < row["root_pace"] <= row["schedule_slots"] + tol
-    assert 0 < row["starts_fixed_pace"] <= row["best_given_starts"] + tol
-    for name in ("root", "starts_fixed"):
-        if row[f"{name}_pace_status"] == "optimal" and row[f"{name}_status"] == "optimal":
-            assert row[name] - tol <= row[f"{name}_pace"]
+    check_lane_slack_variant(tmp_path, argv[:-2], "--gang-paces", "pace")
 
 
 def test_the_tree_on_gang_paces_stays_below_the_optimum_and_starts_above_the_lane_root() -> None:
