@@ -42,6 +42,7 @@ from formulation.lanes import (
     LaneData,
     Window,
     _column_generation,
+    _Generation,
     _LanePricing,
     _Master,
     lane_cut,
@@ -296,6 +297,7 @@ def lane_tree_bound(
     root_window: Window | None = None,
     gang_runs: bool = False,
     gang_paces: bool = False,
+    on_root_others: Callable[[np.ndarray], None] | None = None,
 ) -> LaneTreeBound:
     """A lower bound on ``Σ_j E_j`` (slots) by branch-and-bound over the lane relaxation (module
     docstring).
@@ -344,6 +346,12 @@ def lane_tree_bound(
         ``leaf_seconds``. Decided, the node closes; undecided, it is split on a job's window
         (:func:`_window_split`) with the check's bound, so that every node is eventually decided and
         the tree closes. Without it such nodes stay open (status ``"open"``).
+    on_root_others
+        Called at each improved Lagrangian bound of the root (the lane master's, over the whole
+        problem: not with ``root_window``, ``gang_runs`` or ``gang_paces``) with
+        :meth:`formulation.lanes._Master.others_bounds` at its duals: ``[j]`` bounds ``Σ_{k≠j} E_k``, for
+        :func:`formulation.lanes.latest_ends`. The root's bound itself is reported once the root is
+        solved, as before.
     check_depth
         With ``leaf_check``, also check nodes this deep (default: the number of jobs), so that CP-SAT
         takes over subtrees small enough for it. The depth adapts: a check that ends within a quarter
@@ -409,6 +417,14 @@ def lane_tree_bound(
         master.add(single_job_lanes(data))
         pricer = _LanePricing(data, master.covers)
     want = max(1, data.n)
+    root_hook: Callable[[_Generation], bool] | None = None
+    if on_root_others is not None and root_window is None and not (gang_runs or gang_paces):
+
+        def root_hook(outcome: _Generation) -> bool:
+            if outcome.center is not None and math.isfinite(outcome.center_top):
+                on_root_others(master.others_bounds(outcome.center, outcome.center_top))
+            return True
+
     heap: list[_Node] = [_Node(-math.inf, 0, start_window, 0, root_center)]
     leaves: list[float] = []  # bounds of nodes that cannot be split
     serial = 1
@@ -456,6 +472,7 @@ def lane_tree_bound(
             max_rounds=node_rounds,
             cancel=cancel,
             center=node.center,
+            on_bound=root_hook if nodes == 0 else None,
             enough=best_known - 1.0 + 2 * BOUND_TOLERANCE,  # a bound this high prunes the node
             # the root finds most cover rows; below it a few more batches, or nodes get slow
             max_separations=MAX_SEPARATIONS if nodes == 0 else NODE_SEPARATIONS,

@@ -52,7 +52,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar, Self
 
@@ -139,6 +139,10 @@ class LaneBound:
     """With ``gang_repeats=True``: the last master re-solved without the lanes that hold a gang twice.
     Not a bound: a subset of the elementary lanes, so the LP over *every* lane that holds each gang at
     most once is at most this (``nan`` if that master did not solve)."""
+    others: tuple[float, ...] | None = field(default=None, repr=False)
+    """``[j]``: a lower bound on ``Σ_{k≠j} E_k`` (slots) from the duals of ``value``
+    (:meth:`_Master.others_bounds`; canonical job order), for :func:`latest_ends`; ``None`` when no
+    bound was proven."""
 
     @property
     def proven(self) -> bool:
@@ -1518,6 +1522,7 @@ class _Generation:
     history: list[tuple[float, float, float]]
     values: np.ndarray | None
     center: Duals | None = None  # the duals of the best bound
+    center_top: float = math.nan  # the best lane's value at ``center`` (what the Lagrangian took)
     cuts: int = 0  # cover rows in the master after the last separation
 
 
@@ -1549,7 +1554,7 @@ def _column_generation(
         top, _ = pricer.price(center, 0)
         outcome.pricing_seconds += time.perf_counter() - tick
         outcome.best = master.lagrangian(center, top)
-        outcome.center = center
+        outcome.center, outcome.center_top = center, top
         if outcome.best >= enough:
             outcome.status = "enough"
             return outcome
@@ -1586,7 +1591,7 @@ def _column_generation(
             bound = master.lagrangian(point, top)
             if bound > outcome.best:
                 outcome.best, center = bound, point
-                outcome.center = center
+                outcome.center, outcome.center_top = center, top
                 if on_bound is not None and not on_bound(outcome):
                     outcome.status = "stopped"
                 if outcome.best >= enough:
@@ -1756,7 +1761,7 @@ def lane_bound(
     want = columns_per_round or max(1, data.n)
 
     def report(outcome: _Generation) -> bool:
-        return on_bound is None or on_bound(_result(outcome, "running", master, began))
+        return on_bound is None or on_bound(_with_others(_result(outcome, "running", master, began), master, outcome))
 
     outcome = _column_generation(
         master,
@@ -1768,7 +1773,7 @@ def lane_bound(
         cancel=cancel,
         on_bound=report,
     )
-    result = _result(outcome, outcome.status, master, began)
+    result = _with_others(_result(outcome, outcome.status, master, began), master, outcome)
     if gang_repeats and outcome.values is not None:
         share = master.gang_repeat_share(outcome.values)
         ceiling = master.without_gang_repeats(60.0)
@@ -1801,18 +1806,25 @@ def lane_end_windows(
         return LaneBound(math.nan, f"skipped: {reason}"), own
     data = LaneData.from_problem(problem, cut)
     master, outcome = lane_lp_first(problem, data, window=None, deadline=began + time_limit, cancel=cancel)
-    result = _result(outcome, outcome.status, master, began)
-    if outcome.center is None or problem.upper_bound_value is None:
+    result = _with_others(_result(outcome, outcome.status, master, began), master, outcome)
+    if result.others is None or problem.upper_bound_value is None:
         return result, own
-    top, _ = _LanePricing(data, master.covers).price(outcome.center, 0)
-    others = master.others_bounds(outcome.center, top)
-    value = int(problem.upper_bound_value)
-    # the problem's own latest ends already hold UB − (the static bound on the others)
-    latest = [
+    return result, latest_ends(problem, result.others, problem.upper_bound_value)
+
+
+def latest_ends(problem: SlottedProblem, others: Sequence[float], upper_value: float) -> list[int]:
+    """Every job's latest end slot (canonical order) for the schedules of objective at most
+    ``upper_value`` (slots, ``Σ_j E_j``): ``E_j ≤ upper_value − ⌈others[j]⌉``, ``others[j]`` a lower bound
+    on ``Σ_{k≠j} E_k`` over those schedules (:attr:`LaneBound.others`). Never later than the problem's
+    own latest end (which holds the same with the static bound) nor earlier than the job's earliest end:
+    a schedule of value ``upper_value`` keeps to them."""
+    if len(others) != problem.num_jobs:
+        raise ValueError(f"others: {len(others)} entries for {problem.num_jobs} jobs")
+    value = math.floor(upper_value + 1e-9)
+    return [
         max(job.earliest_end, min(job.latest_end, value - math.ceil(others[j] - 1e-6)))
         for j, job in enumerate(problem.jobs)
     ]
-    return replace(result, seconds=time.perf_counter() - began), latest
 
 
 def lane_lp_first(
@@ -1880,6 +1892,15 @@ def generation_bound(
         center=center,
     )
     return _result(outcome, outcome.status, master, began)
+
+
+def _with_others(result: LaneBound, master: _Master, outcome: _Generation) -> LaneBound:
+    """``result`` with :attr:`LaneBound.others` from the generation's best duals (the lane master's
+    own; a variant's master has other rows)."""
+    if outcome.center is None or not math.isfinite(outcome.center_top):
+        return result
+    others = master.others_bounds(outcome.center, outcome.center_top)
+    return replace(result, others=tuple(float(x) for x in others))
 
 
 def _result(outcome: _Generation, status: str, master: _Master, began: float) -> LaneBound:

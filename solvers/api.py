@@ -22,6 +22,10 @@ Flow (all in the calling process unless noted):
    default: since CP-SAT's ``core`` search runs on such instances (:func:`solvers.cpsat.core_search`),
    one uninterrupted solve did as well or better than the three steps in all but one of the pairs of
    runs measured (docs/oracle.md, "The search with arrivals").
+7. ``cpsat`` and ``bnp`` on total JCT with releases spread in time restart CP-SAT's worker once in a
+   while in step 4: when the lane relaxation's duals bound every job's end a third tighter than the
+   running model's windows (:class:`_Narrowing`), the worker is stopped and a fresh one solves the same
+   problem in those windows from the best schedule; the best schedule and bound carry over.
 
 The ``time_limit`` covers steps 2-4 (export of the model, when asked, runs before and is not counted):
 the warm starts stop at shares of it (:data:`PRESOLVE_SHARE`), and an instance whose pre-solve steps
@@ -47,6 +51,8 @@ from multiprocessing.connection import wait as mp_wait
 from pathlib import Path
 from typing import Any, Literal, cast
 
+import numpy as np
+
 from formulation import io
 from formulation.discretize import (
     ObjectiveKind,
@@ -64,7 +70,7 @@ from formulation.errors import DuettoInputError, InfeasibleInstanceError
 from formulation.instance import Instance
 from formulation.interference import TableInterference
 from formulation.lane_tree import LaneTreeBound, LeafVerdict, Region, lane_tree_bound
-from formulation.lanes import LaneBound, expected_lane_seconds, lane_skip_reason
+from formulation.lanes import LaneBound, expected_lane_seconds, lane_skip_reason, latest_ends
 from formulation.lanes import lane_bound as solve_lane_bound
 from formulation.relaxation import RelaxationBound, refined_coupled_bound
 from formulation.schedule import Schedule
@@ -313,6 +319,9 @@ class _Tracker:
     lanes: dict[str, Any] | None = None  # the lane relaxation's summary, if it ran
     solver_bound: float = -math.inf  # the backend's own bound (slot units), without the relaxations'
     relaxations_yielded: float | None = None  # seconds into the solve when the bound thread gave way
+    # [j]: a lower bound on Σ_{k≠j} E_k from the lane LP's duals (the best of each, elementwise), if any
+    others: np.ndarray | None = None
+    narrowing: _Narrowing | None = None  # restarts CP-SAT in the windows `others` allows (cpsat, bnp)
     # the coupled LP's thread offers bounds too: compare-and-set under a lock
     _bound_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     _best_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -336,6 +345,15 @@ class _Tracker:
         with self._bound_lock:
             if math.isfinite(bound) and bound > self.bound:
                 self.bound = bound
+
+    def offer_others(self, others: np.ndarray | tuple[float, ...]) -> None:
+        """Keep the elementwise larger of ``others`` and the bounds on ``Σ_{k≠j} E_k`` so far (each
+        vector is a valid bound, so their maximum is)."""
+        values = np.asarray(others, dtype=float)
+        if values.shape != (self.problem.num_jobs,) or not np.all(np.isfinite(values)):
+            return
+        with self._bound_lock:
+            self.others = values if self.others is None else np.maximum(self.others, values)
 
     def offer_solver_bound(self, bound: float) -> None:
         """A bound from the backend's own search: the solve's bound, and kept apart as ``solver_bound``
@@ -365,6 +383,124 @@ def _handle(tracker: _Tracker, message: tuple[Any, ...]) -> None:
         tracker.failure = (kind, message[1] if len(message) < 3 else f"{message[1]}\n{message[2]}")
     elif kind == "exported":
         tracker.done = message
+
+
+NARROW_SHARE = 1 / 3
+"""CP-SAT (``cpsat``, and ``bnp``'s primal heuristic) is restarted in the windows the lane LP's duals
+allow (:func:`formulation.lanes.latest_ends`) once they leave its model at least this share less slack
+(``Σ_j`` latest end − earliest end). Measured (docs/oracle.md, "Windows from the lane LP's duals"):
+CP-SAT proved Poisson 24 × 8 seeds 1-2 2.5-3 times faster in windows 30-50 % narrower."""
+NARROW_AFTER_SECONDS = 15.0
+"""CP-SAT runs this long in its first model before any restart, so that the instances it proves quickly
+are not disturbed. Measured (Poisson × 8, 60 s): restarts 2-3 s into CP-SAT's search made 24-job seeds 0
+and 4 (proven in 13-14 s without) 2-7 s slower; 10 s in, 24-job seed 4 and 32-job seed 1 (proven in
+15 and 26 s without) 6-10 s slower (docs/oracle.md, "CP-SAT restarted in the lanes' windows")."""
+NARROW_MIN_SECONDS = 5.0
+"""Time left below which CP-SAT is not restarted (its model is rebuilt and its search starts over)."""
+MAX_NARROW_RESTARTS = 2
+"""Restarts at most per solve."""
+
+
+class _Narrowing:
+    """When and how to restart CP-SAT in narrower windows during one solve.
+
+    The lane relaxation offers the tracker a bound on ``Σ_{k≠j} E_k`` per job (:attr:`_Tracker.others`).
+    With the best schedule's value ``UB``, every schedule at least as good ends job ``j`` by
+    ``UB − others[j]``; so does an optimum, and the model restricted to those ends keeps the best
+    schedule (its hint) and proves the problem's optimum and bound. The restart is due once those ends
+    leave :data:`NARROW_SHARE` less slack than the running model's, with :data:`NARROW_MIN_SECONDS`
+    left, :data:`MAX_NARROW_RESTARTS` at most."""
+
+    def __init__(self, payload: dict[str, Any], tracker: _Tracker, began: float, deadline: float) -> None:
+        self.payload = payload
+        self.tracker = tracker
+        self.began = began
+        self.deadline = deadline
+        self._due: np.ndarray | None = None  # the latest ends found due by due(), for the restart
+        problem = tracker.problem
+        self.earliest = np.array([job.earliest_end for job in problem.jobs], dtype=np.int64)
+        self.own = np.array([job.latest_end for job in problem.jobs], dtype=np.int64)
+        self.own_value = float(problem.upper_bound_value if problem.upper_bound_value is not None else math.inf)
+        self.latest = self.own.copy()  # the latest ends given to the running model (its windows at first)
+        self.model_value = self.own_value  # the upper bound the running model's windows came from
+        self.restarts: list[dict[str, Any]] = []
+
+    def _slack(self, latest: np.ndarray) -> int:
+        return int(np.sum(np.maximum(0, latest - self.earliest)))
+
+    def _model_latest(self) -> np.ndarray:
+        # the running model's latest ends, about: discretize's windows shrink one slot per slot of a
+        # better upper bound (E_j ≤ UB − static), except where the horizon cap or the earliest end binds
+        shift = self.own_value - self.model_value
+        return np.minimum(self.latest, self.own - int(shift)) if math.isfinite(shift) else self.latest
+
+    def candidate(self) -> np.ndarray | None:
+        """The narrower latest ends, if a restart is due now."""
+        tracker = self.tracker
+        if not self.pending():
+            return None
+        started = tracker.solve_started  # perf_counter when the running model was built
+        if not self.restarts and (started is None or time.perf_counter() - started < NARROW_AFTER_SECONDS):
+            return None
+        others = tracker.others
+        if others is None or not math.isfinite(tracker.best_model_value):
+            return None
+        # valid ends (each bound holds for every schedule at least as good as the best): the restart's
+        given = np.minimum(self.latest, latest_ends(tracker.problem, others.tolist(), tracker.best_model_value))
+        running = self._model_latest()  # an estimate: only to compare with
+        if self._slack(np.minimum(running, given)) > (1.0 - NARROW_SHARE) * self._slack(running):
+            return None
+        return given
+
+    def pending(self) -> bool:
+        """Whether a restart may still come (restarts and time left)."""
+        return len(self.restarts) < MAX_NARROW_RESTARTS and self.deadline - time.time() >= NARROW_MIN_SECONDS
+
+    def due(self) -> bool:
+        self._due = self.candidate()
+        return self._due is not None
+
+    def restart_payload(self) -> dict[str, Any] | None:
+        """The payload of the restart :meth:`due` found due (its windows, the best schedule as hint and
+        upper bound), or ``None`` when none was."""
+        narrow, self._due = self._due, None
+        if narrow is None:
+            return None
+        tracker = self.tracker
+        running = self._model_latest()
+        self.restarts.append(
+            {
+                "seconds": round(time.time() - self.began, 3),
+                "window_slack": [self._slack(running), self._slack(np.minimum(running, narrow))],
+                "upper_bound_slots": tracker.best_model_value,
+            }
+        )
+        self.latest, self.model_value = narrow, tracker.best_model_value
+        options = dict(self.payload["options"])
+        options["windows"] = [(None, None, None, int(end)) for end in narrow]
+        return dict(self.payload, warm_start=_pack(tracker.best), use_warm_start=True, options=options)
+
+
+def _run_narrowing(
+    run: Callable[[dict[str, Any], Callable[[], bool]], bool],
+    payload: dict[str, Any],
+    tracker: _Tracker,
+    stop: Callable[[], bool],
+) -> bool:
+    """Run ``payload`` by ``run(payload, stop)`` (True: not followed to its end, the worker killed);
+    where the tracker has a :class:`_Narrowing`, stop it once a restart is due and run the restart's
+    payload instead. Returns what the last run returned."""
+    narrowing = tracker.narrowing
+    while True:
+        if narrowing is None:
+            return run(payload, stop)
+        killed = run(payload, lambda: stop() or narrowing.due())
+        if not killed or stop():
+            return killed
+        restart = narrowing.restart_payload()
+        if restart is None:  # stopped by the deadline
+            return killed
+        payload = restart
 
 
 class _WorkerProcess:
@@ -571,7 +707,10 @@ def solve(
         Progress units per slot (default :data:`formulation.discretize.DEFAULT_UNITS_PER_SLOT`).
     options
         Backend options, e.g. ``{"num_workers": 2}`` for CP-SAT; for ``bnp``, ``{"split": True}`` adds the
-        arrival-split bound (``"split_max_part"``: the largest group, default 16).
+        arrival-split bound (``"split_max_part"``: the largest group, default 16). For ``cpsat`` and
+        ``bnp`` on total JCT with releases spread in time, CP-SAT is restarted in the narrower windows
+        the lane LP's duals allow (:class:`_Narrowing`; ``stats["lane_windows"]``);
+        ``{"lane_windows": False}`` turns that off.
     progress
         Called about five times a second with a :class:`Progress` while the solver runs.
 
@@ -614,17 +753,21 @@ def solve(
     worker: _WorkerProcess | None = None
 
     def runner(payload: dict[str, Any], tracker: _Tracker, hard: float, on_progress: Callable[[], None]) -> bool:
-        nonlocal worker
         if spec.name == "portfolio":
             return _run_portfolio(payload, tracker, hard, on_progress)
-        # one worker for every solve of this call (branch-and-price's arrival split solves several)
-        if worker is None or not worker.alive():
-            worker = _WorkerProcess()
-        killed = worker.run(payload, tracker, hard, on_progress, stop=lambda: _proven_optimal(tracker))
-        if killed or tracker.failure is not None:
-            worker.kill()  # never reuse a worker that was stopped or failed
-            worker = None
-        return killed
+
+        def run(one: dict[str, Any], stop: Callable[[], bool]) -> bool:
+            nonlocal worker
+            # one worker for every solve of this call (branch-and-price's arrival split solves several)
+            if worker is None or not worker.alive():
+                worker = _WorkerProcess()
+            killed = worker.run(one, tracker, hard, on_progress, stop=stop)
+            if killed or tracker.failure is not None:
+                worker.kill()  # never reuse a worker that was stopped or failed
+                worker = None
+            return killed
+
+        return _run_narrowing(run, payload, tracker, lambda: _proven_optimal(tracker))
 
     try:
         return _solve_with_split(instance, slot, settings, runner, progress)
@@ -771,14 +914,17 @@ def solve_many(
     worker: _WorkerProcess | None = None
 
     def runner(payload: dict[str, Any], tracker: _Tracker, hard: float, on_progress: Callable[[], None]) -> bool:
-        nonlocal worker
-        if worker is None or not worker.alive():
-            worker = _WorkerProcess()
-        killed = worker.run(payload, tracker, hard, on_progress)
-        if killed or tracker.failure is not None:
-            worker.kill()  # never reuse a worker that overran or failed
-            worker = None
-        return killed
+        def run(one: dict[str, Any], stop: Callable[[], bool]) -> bool:
+            nonlocal worker
+            if worker is None or not worker.alive():
+                worker = _WorkerProcess()
+            killed = worker.run(one, tracker, hard, on_progress, stop=stop)
+            if killed or tracker.failure is not None:
+                worker.kill()  # never reuse a worker that overran or failed
+                worker = None
+            return killed
+
+        return _run_narrowing(run, payload, tracker, lambda: False)
 
     results = []
     try:
@@ -851,6 +997,37 @@ def _user_warm_start(problem: SlottedProblem, schedule: Schedule) -> SlotSolutio
 _Runner = Callable[[dict[str, Any], "_Tracker", float, Callable[[], None]], bool]
 
 
+def _solver_payload(
+    instance: Instance,
+    problem: SlottedProblem,
+    spec: BackendSpec,
+    *,
+    deadline: float,
+    use_warm_start: bool = True,
+    options: Mapping[str, Any] | None = None,
+    horizon_slots: int | None = None,
+) -> dict[str, Any]:
+    """What a worker process solves (:func:`_worker`): ``problem`` (which has an upper-bound solution: the
+    worker rebuilds the same windows from it, and hints it with ``use_warm_start``) by ``spec``'s backend
+    until ``deadline`` (``time.time()``)."""
+    if problem.upper_bound is None:
+        raise ValueError("the problem needs an upper-bound solution (SlottedProblem.with_upper_bound)")
+    return {
+        "instance": _portable_instance(instance),
+        "slot": problem.slot,
+        "horizon_slots": horizon_slots,
+        "objective": problem.objective,
+        "units_per_slot": problem.units_per_slot,
+        "warm_start": _pack(problem.upper_bound),
+        "use_warm_start": bool(use_warm_start),
+        "module": spec.module,
+        "function": spec.function,
+        "solver_name": spec.solver_name,
+        "deadline": deadline,
+        "options": dict(options or {}),
+    }
+
+
 def _solve_one(
     instance: Instance,
     slot: float | None,
@@ -903,21 +1080,17 @@ def _solve_problem(
 
     report_progress("building")
     spec = settings.spec
-    payload = {
-        "instance": _portable_instance(instance),
-        "slot": problem.slot,
-        "horizon_slots": settings.horizon_slots,
-        "objective": objective,
-        "units_per_slot": problem.units_per_slot,
-        "warm_start": _pack(initial),
-        "use_warm_start": bool(settings.warm_start),
-        "module": spec.module,
-        "function": spec.function,
-        "solver_name": spec.solver_name,
-        "deadline": deadline - margin,
-        "options": dict(settings.options or {}),
-    }
+    payload = _solver_payload(
+        instance,
+        problem,
+        spec,
+        deadline=deadline - margin,
+        use_warm_start=settings.warm_start,
+        options=settings.options,
+        horizon_slots=settings.horizon_slots,
+    )
     branch_and_price = spec.name == "bnp"
+    narrow = _lane_windows_option(cast(dict[str, Any], payload["options"]))
     leaf_checker: _LeafChecker | None = None
     primal = True
     if branch_and_price:
@@ -927,19 +1100,35 @@ def _solve_problem(
         options = cast(dict[str, Any], payload["options"])
         primal = bool(options.pop("primal", True))
         leaf_checker = _LeafChecker(payload, tracker, deadline + grace)
+    options = cast(dict[str, Any], payload["options"])
+    lanes = bool(settings.lane_bound) or branch_and_price
+    if (
+        narrow
+        and lanes
+        and primal
+        and spec.name in ("cpsat", "bnp")
+        and objective == "jct"
+        and options.get("windows") is None
+        and options.get("cutoff") is None
+        and len({job.release for job in problem.jobs}) >= 2  # measured to help with arrivals only
+    ):
+        tracker.narrowing = _Narrowing(payload, tracker, began, deadline - margin)
     relaxation = None
-    if settings.coupled_bound or settings.lane_bound or branch_and_price:
+    if settings.coupled_bound or lanes:
         tree = branch_and_price or spec.name == "portfolio"
+        lanes_first = _lanes_first(settings.lane_bound, tree, deadline - margin - time.time())
+        if tracker.narrowing is not None and tree and lanes_first is None:
+            lanes_first = True  # the tree's root first: its duals give the windows (_Narrowing)
         relaxation = _Relaxations(
             problem,
             tracker,
             deadline - margin,
             coupled=settings.coupled_bound,
-            lanes=bool(settings.lane_bound) or branch_and_price,
+            lanes=lanes,
             tree=tree,
             leaf_check=leaf_checker,
             began=began,
-            lanes_first=_lanes_first(settings.lane_bound, tree, deadline - margin - time.time()),
+            lanes_first=lanes_first,
         )
     try:
         if time.time() < deadline - margin and not primal and relaxation is not None:
@@ -981,6 +1170,15 @@ SPLIT_GROUP_MIN_SECONDS = 2.0
 """The least time one group of the split is started with (its warm starts and model take about 1 s)."""
 SPLIT_RESUME_MIN_SECONDS = 5.0
 """Time left after the split below which the whole instance's solve is not resumed."""
+
+
+def _lane_windows_option(options: dict[str, Any]) -> bool:
+    """Take ``lane_windows`` (restart CP-SAT in the lane LP's windows, :class:`_Narrowing`; default
+    true) out of the backend's options."""
+    value = options.pop("lane_windows", True)
+    if not isinstance(value, bool):
+        raise DuettoInputError(f"must be true or false, got {value!r}", field="options.lane_windows")
+    return value
 
 
 def _split_options(settings: _Settings) -> tuple[_Settings, bool, int]:
@@ -1221,20 +1419,7 @@ def standalone_leaf_checker(instance: Instance, problem: SlottedProblem, seconds
     ``close()`` when done."""
     if problem.upper_bound is None or problem.upper_bound_value is None:
         raise ValueError("the problem needs an upper-bound solution (SlottedProblem.with_upper_bound)")
-    payload = {
-        "instance": _portable_instance(instance),
-        "slot": problem.slot,
-        "horizon_slots": None,
-        "objective": problem.objective,
-        "units_per_slot": problem.units_per_slot,
-        "warm_start": _pack(problem.upper_bound),
-        "use_warm_start": False,
-        "module": "solvers.cpsat",
-        "function": "solve_cpsat",
-        "solver_name": "bnp",
-        "deadline": time.time() + seconds,
-        "options": {},
-    }
+    payload = _solver_payload(instance, problem, resolve("bnp"), deadline=time.time() + seconds, use_warm_start=False)
     tracker = _Tracker(problem, problem.upper_bound, float(problem.upper_bound_value), 0.0)
     return _LeafChecker(payload, tracker, time.time() + seconds)
 
@@ -1331,6 +1516,7 @@ class _Relaxations:
         self.lanes_skipped: str | None = None
         self.coupled_started = False
         self.lane_seconds = 0.0
+        self.lanes_running = False
         if lanes:
             self.lanes_skipped = lane_skip_reason(problem)
             self.lane_seconds = CONTENTION * expected_lane_seconds(problem) if self.lanes_skipped is None else 0.0
@@ -1391,6 +1577,7 @@ class _Relaxations:
             self.outcome = outcome
 
     def _lanes(self, problem: SlottedProblem, deadline: float) -> None:
+        self.lanes_running = True
         try:
             if self.tree:
                 self.lane_outcome = lane_tree_bound(
@@ -1401,6 +1588,7 @@ class _Relaxations:
                     incumbent_value=self._tree_incumbent,
                     leaf_check=self.leaf_check,
                     leaf_seconds=LEAF_SECONDS,
+                    on_root_others=self.tracker.offer_others,
                 )
                 if self.lane_outcome.proven:
                     self._offer_tree(self.lane_outcome.value)
@@ -1413,6 +1601,8 @@ class _Relaxations:
                 )
         except Exception as error:
             self.lane_error = f"{type(error).__name__}: {error}"
+        finally:
+            self.lanes_running = False
 
     def _give_way(self) -> None:
         """On the bound thread: once the backend's own bound has reached every bound this thread has
@@ -1423,6 +1613,8 @@ class _Relaxations:
         tracker = self.tracker
         if tracker.relaxations_yielded is not None or not math.isfinite(self.own_bound):
             return
+        if self.lanes_running and tracker.narrowing is not None and tracker.narrowing.pending():
+            return  # the lanes' duals may still narrow CP-SAT's windows (_Narrowing): keep the share
         if tracker.solver_bound < self.own_bound:
             return
         if _lower_thread_priority(RELAXATION_YIELD_NICE):
@@ -1452,8 +1644,11 @@ class _Relaxations:
         return self.tracker.bound <= value + 1e-9 and not _proven_optimal(self.tracker)
 
     def _offer_lanes(self, outcome: LaneBound) -> bool:
-        """Offer a lane bound (each round's Lagrangian bound that improves); go on until proven optimal."""
+        """Offer a lane bound (each round's Lagrangian bound that improves) and its bounds on the others'
+        ends (for :class:`_Narrowing`); go on until proven optimal."""
         self._prove(outcome.value)
+        if outcome.others is not None:
+            self.tracker.offer_others(outcome.others)
         self.lane_offered = outcome
         return not _proven_optimal(self.tracker)
 
@@ -1649,6 +1844,7 @@ def _result(
             "coupled_bound": tracker.relaxation,
             "lane_bound": tracker.lanes,
             "relaxations_yielded_seconds": tracker.relaxations_yielded,
+            "lane_windows": None if tracker.narrowing is None else {"restarts": tracker.narrowing.restarts},
             "objective_slots": problem.objective_slots(evaluate(problem, tracker.best, exact=True)),
         }
     )

@@ -250,3 +250,17 @@ def test_the_arrival_split_bound_from_the_command_line(app: typer.Typer, runner:
     assert on.exit_code == 0 and off.exit_code == 0, on.output + off.output
     assert json.loads(on.output)["stats"]["split_bound"]["status"].startswith("not run")
     assert "split_bound" not in json.loads(off.output)["stats"]
+
+
+def test_the_lane_windows_from_the_command_line(app: typer.Typer, runner: CliRunner, tmp_path: Path) -> None:
+    path = tmp_path / "poisson.json"
+    io.save_instance(generate_instance(6, 1, 4, 1, arrivals="poisson"), path)
+    shown = runner.invoke(app, ["solve", str(path), "--time-limit", "10"])
+    assert shown.exit_code == 0, shown.output
+    assert "lane windows" in shown.output
+    command = ["solve", str(path), "--time-limit", "10", "--json"]
+    on = runner.invoke(app, command)
+    off = runner.invoke(app, [*command, "--no-lane-windows"])
+    assert on.exit_code == 0 and off.exit_code == 0, on.output + off.output
+    assert isinstance(json.loads(on.output)["stats"]["lane_windows"]["restarts"], list)
+    assert json.loads(off.output)["stats"]["lane_windows"] is None

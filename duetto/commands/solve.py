@@ -58,6 +58,15 @@ def _print_result(result: Result) -> None:
         else:
             text = str(relaxation["status"])
         table.add_row(label, text)
+    narrowing = result.stats.get("lane_windows")
+    if narrowing is not None:
+        restarts = narrowing.get("restarts", [])
+        text = "; ".join(
+            f"CP-SAT restarted at {r['seconds']:.1f} s (window slack {before} -> {after} slots)"
+            for r in restarts
+            for before, after in [r["window_slack"]]
+        )
+        table.add_row("lane windows", text or "no restart (not narrower by a third in time)")
     split = result.stats.get("split_bound")
     if split:
         if split.get("bound_seconds") is not None:
@@ -155,6 +164,16 @@ def register(app: typer.Typer) -> None:
                 ),
             ),
         ] = False,
+        lane_windows: Annotated[
+            bool,
+            typer.Option(
+                "--lane-windows/--no-lane-windows",
+                help=(
+                    "cpsat and bnp with arrivals spread in time: restart CP-SAT in the narrower windows the lane"
+                    " LP's duals allow once they have a third less slack"
+                ),
+            ),
+        ] = True,
         threads: Annotated[
             int | None, typer.Option("--threads", help="solver threads / CP-SAT workers (default 2 for CP-SAT)")
         ] = None,
@@ -176,6 +195,8 @@ def register(app: typer.Typer) -> None:
             options = {"threads": threads, "num_workers": threads}
         if split_bound:
             options["split"] = True
+        if not lane_windows:
+            options["lane_windows"] = False
         arguments = (instance, solver, time_limit, slot, objective.value)
         settings: dict[str, Any] = {
             "export_model": export_model,

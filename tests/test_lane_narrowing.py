@@ -1,0 +1,155 @@
+"""CP-SAT restarted in the windows the lane LP's duals allow, during a solve: the bounds on the others'
+ends that the lane bound and the tree's root report (:attr:`formulation.lanes.LaneBound.others`,
+``lane_tree_bound(on_root_others=...)``), :func:`formulation.lanes.latest_ends`, and the restart itself
+(:class:`solvers.api._Narrowing`; docs/oracle.md, "Windows from the lane LP's duals")."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+from test_lane_windows import _counted_ends
+from test_run_columns import contended
+
+import solvers.api as api
+from formulation.discretize import SlottedProblem, discretize, evaluate
+from formulation.errors import DuettoInputError
+from formulation.generator import generate_instance
+from formulation.lane_tree import lane_tree_bound
+from formulation.lanes import LaneBound, LaneData, lane_bound, latest_ends
+from formulation.relaxation import default_cut
+from formulation.validator import validate
+from solvers import SolveStatus, solve
+from solvers.backends import resolve
+from solvers.warmstart import warm_start
+
+
+def _assert_others_hold(problem: SlottedProblem, others: np.ndarray | tuple[float, ...]) -> None:
+    """Each bound on ``Σ_{k≠j} E_k`` is at most what the upper-bound schedule has (as the lanes count)."""
+    data = LaneData.from_problem(problem, default_cut(problem))
+    ends = _counted_ends(problem, data, dict(problem.upper_bound or {}))
+    total = sum(ends)
+    assert len(others) == problem.num_jobs
+    for j in range(problem.num_jobs):
+        assert others[j] <= total - ends[j] + 1e-6, j
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_every_lane_bound_reports_bounds_on_the_others_that_hold(seed: int) -> None:
+    _, problem = contended(seed)
+    reported: list[LaneBound] = []
+    final = lane_bound(problem, time_limit=60, on_bound=lambda bound: reported.append(bound) or True)
+    assert final.status == "optimal" and final.others is not None
+    assert reported and all(bound.others is not None for bound in reported)
+    for bound in [*reported, final]:
+        assert bound.others is not None
+        _assert_others_hold(problem, bound.others)
+    # the converged duals bound the others far above the first round's
+    assert sum(final.others) > sum(reported[0].others or ())
+
+
+def test_latest_ends_keep_the_upper_bound_schedule_and_refuse_a_wrong_length() -> None:
+    _, problem = contended(2)
+    bound = lane_bound(problem, time_limit=60)
+    assert bound.others is not None and problem.upper_bound_value is not None
+    latest = latest_ends(problem, bound.others, problem.upper_bound_value)
+    ends = evaluate(problem, dict(problem.upper_bound or {}), exact=True)
+    for j, job in enumerate(problem.jobs):
+        assert job.earliest_end <= latest[j] <= job.latest_end
+        assert ends[job.id] <= latest[j]
+    assert sum(latest) < sum(job.latest_end for job in problem.jobs)
+    with pytest.raises(ValueError, match="entries"):
+        latest_ends(problem, bound.others[:-1], problem.upper_bound_value)
+
+
+def test_the_trees_root_reports_bounds_on_the_others_that_hold() -> None:
+    _, problem = contended(0)
+    seen: list[np.ndarray] = []
+    tree = lane_tree_bound(problem, time_limit=30, max_nodes=3, on_root_others=seen.append)
+    assert tree.nodes >= 1 and seen
+    for others in seen:
+        _assert_others_hold(problem, others)
+    # not from a region of the problem (its bounds would hold there only)
+    fixed: list[np.ndarray] = []
+    data = LaneData.from_problem(problem, default_cut(problem))
+    lane_tree_bound(problem, time_limit=10, max_nodes=1, root_window=data.window(), on_root_others=fixed.append)
+    assert fixed == []
+
+
+def _poisson_problem(jobs: int, gpus: int, seed: int) -> tuple[object, SlottedProblem]:
+    instance = generate_instance(jobs, 1, gpus, seed, arrivals="poisson")
+    base = discretize(instance)
+    return instance, base.with_upper_bound(warm_start(base))
+
+
+def test_cpsat_restarted_in_the_lane_windows_proves_the_same_optimum(monkeypatch: pytest.MonkeyPatch) -> None:
+    instance, problem = _poisson_problem(10, 4, 1)
+    assert problem.upper_bound is not None and problem.upper_bound_value is not None
+    own = solve(instance, "cpsat", time_limit=60, slot=problem.slot, options={"lane_windows": False})
+    assert own.status is SolveStatus.OPTIMAL and own.stats["lane_windows"] is None
+    optimum = int(own.stats["objective_slots"])
+
+    bound = lane_bound(problem, time_limit=60)
+    assert bound.others is not None
+    tracker = api._Tracker(problem, problem.upper_bound, float(problem.upper_bound_value), -math.inf)
+    tracker.offer_others(np.asarray(bound.others) - 5.0)  # elementwise the larger: the next offer wins
+    tracker.offer_others(bound.others)
+    assert tracker.others is not None and np.allclose(tracker.others, bound.others)
+    began = time.time()
+    payload = api._solver_payload(instance, problem, resolve("cpsat"), deadline=began + 60)
+    # any narrowing is due (the share is a hair above 0): the first run is stopped once its model is built
+    monkeypatch.setattr(api, "NARROW_SHARE", 1e-9)
+    monkeypatch.setattr(api, "NARROW_AFTER_SECONDS", 0.0)
+    tracker.narrowing = api._Narrowing(payload, tracker, began, began + 60)
+    worker = api._WorkerProcess()
+    runs: list[dict] = []
+
+    def run(one: dict, stop: object) -> bool:
+        nonlocal worker
+        runs.append(one)
+        killed = worker.run(one, tracker, began + 90, None, stop=stop)  # type: ignore[arg-type]
+        if killed:
+            worker.kill()
+            worker = api._WorkerProcess()
+        return killed
+
+    try:
+        killed = api._run_narrowing(run, payload, tracker, lambda: False)
+    finally:
+        worker.kill()
+    assert not killed and len(runs) == 2
+    restarts = tracker.narrowing.restarts
+    assert len(restarts) == 1 and restarts[0]["window_slack"][1] < restarts[0]["window_slack"][0]
+    windows = runs[1]["options"]["windows"]
+    assert len(windows) == problem.num_jobs and all(w[:3] == (None, None, None) for w in windows)
+    # the restart proves the optimum the problem's own windows prove, and the windows hold that optimum
+    assert tracker.done is not None and tracker.done[1] == SolveStatus.OPTIMAL.value
+    assert tracker.best_model_value == optimum
+    ends = evaluate(problem, tracker.best, exact=True)
+    assert all(ends[job.id] <= windows[j][3] for j, job in enumerate(problem.jobs))
+    # the other solve's optimum keeps to them too (they hold every schedule as good as the upper bound)
+    assert own.schedule is not None
+    own_ends = evaluate(problem, api._user_warm_start(problem, own.schedule), exact=True)
+    assert all(own_ends[job.id] <= windows[j][3] for j, job in enumerate(problem.jobs))
+
+
+def test_solve_narrows_with_arrivals_only_and_refuses_a_bad_option() -> None:
+    spread = generate_instance(8, 1, 4, 0, arrivals="poisson")
+    together = generate_instance(8, 1, 4, 0)
+    for instance, expect in ((spread, True), (together, False)):
+        result = solve(instance, "cpsat", time_limit=20)
+        assert result.schedule is not None and validate(instance, result.schedule).ok
+        narrowing = result.stats["lane_windows"]
+        assert (narrowing is not None) is expect
+        if narrowing is not None:
+            assert isinstance(narrowing["restarts"], list)
+    # branch-and-price runs its tree first there: the root's duals give the windows
+    tree = solve(spread, "bnp", time_limit=20)
+    assert tree.schedule is not None and validate(spread, tree.schedule).ok
+    assert tree.stats["lane_windows"] is not None and tree.stats["lane_bound"]["order"] == "first"
+    off = solve(spread, "cpsat", time_limit=20, options={"lane_windows": False})
+    assert off.stats["lane_windows"] is None and off.schedule is not None and validate(spread, off.schedule).ok
+    with pytest.raises(DuettoInputError, match="lane_windows"):
+        solve(spread, "cpsat", time_limit=20, options={"lane_windows": "yes"})
