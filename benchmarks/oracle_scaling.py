@@ -92,6 +92,8 @@ COLUMNS = [
     "tree_nodes",
     "tree_leaf_checks",
     "tree_root_slots",
+    # CP-SAT restarted in the lane LP's windows (cpsat, bnp with arrivals; nan where it does not apply)
+    "lane_window_restarts",
 ]
 """The scaling CSV's columns. ``nodes`` is the cluster's node count; ``search_nodes`` the solver's
 branch-and-bound nodes (HiGHS) or branches (CP-SAT); ``tree_*`` the branch-and-price tree's nodes, leaf
@@ -140,6 +142,7 @@ def run_one(
     target_slots: int | None = None,
     objective: str = "jct",
     lane_bound: LaneOrder = True,
+    lane_windows: bool = True,
 ) -> dict[str, Any]:
     """Solve one instance of the family; a row of the CSV.
 
@@ -165,6 +168,9 @@ def run_one(
     lane_bound
         How :func:`solvers.solve` runs the lane relaxation (its ``lane_bound``: by default before the
         coupled LP, ``"after"`` it, ``False`` not at all).
+    lane_windows
+        Whether :func:`solvers.solve` may restart CP-SAT in the lane LP's windows (its
+        ``options["lane_windows"]``; ``cpsat`` and ``bnp`` with arrivals spread in time).
 
     Returns
     -------
@@ -181,10 +187,11 @@ def run_one(
         time_limit=time_limit,
         slot=slot,
         objective=objective,
-        options={"threads": threads, "num_workers": threads},
+        options={"threads": threads, "num_workers": threads, **({} if lane_windows else {"lane_windows": False})},
         lane_bound=lane_bound,
     )
     wall = time.perf_counter() - began
+    narrowing = result.stats.get("lane_windows")
     problem = result.stats.get("problem", {})
     model = result.stats.get("model", {})
     sizes = {**model, **result.stats.get("backend", {})}
@@ -230,6 +237,7 @@ def run_one(
         "columns": sizes.get("columns", sizes.get("variables")),
         "search_nodes": sizes.get("nodes", sizes.get("branches")),
         "valid": valid,
+        "lane_window_restarts": math.nan if narrowing is None else len(narrowing["restarts"]),
     }
 
 
@@ -246,6 +254,7 @@ def run_scaling(
     target_slots: int | None = None,
     objective: str = "jct",
     lane_bound: LaneOrder = True,
+    lane_windows: bool = True,
     stop_after_unproven: bool = False,
     output: Path | None = None,
     echo: bool = True,
@@ -260,7 +269,7 @@ def run_scaling(
         ``(nodes, gpus_per_node)`` pairs.
     seeds
         Instance seeds.
-    solver, time_limit, arrivals, threads, slot, target_slots, objective, lane_bound
+    solver, time_limit, arrivals, threads, slot, target_slots, objective, lane_bound, lane_windows
         As for :func:`run_one`.
     stop_after_unproven
         After a size at which no seed was proven optimal, skip that shape's sizes at least as large.
@@ -297,6 +306,7 @@ def run_scaling(
                     target_slots=target_slots,
                     objective=objective,
                     lane_bound=lane_bound,
+                    lane_windows=lane_windows,
                 )
                 batch.append(row)
                 rows.append(row)
@@ -493,6 +503,12 @@ def _parser() -> argparse.ArgumentParser:
         "lane_bound='after', the earlier default)",
     )
     parser.add_argument(
+        "--no-lane-windows",
+        dest="lane_windows",
+        action="store_false",
+        help="never restart CP-SAT in the lane LP's windows (cpsat and bnp with arrivals; to measure what it adds)",
+    )
+    parser.add_argument(
         "--target-slots", type=int, default=None, help="slot chosen for about this many slots over the makespan"
     )
     parser.add_argument(
@@ -594,6 +610,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         target_slots=args.target_slots,
         objective=args.objective,
         lane_bound=args.lane_bound,
+        lane_windows=args.lane_windows,
         stop_after_unproven=args.stop_after_unproven,
         output=output,
     )

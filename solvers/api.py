@@ -407,9 +407,10 @@ class _Narrowing:
     The lane relaxation offers the tracker a bound on ``Σ_{k≠j} E_k`` per job (:attr:`_Tracker.others`).
     With the best schedule's value ``UB``, every schedule at least as good ends job ``j`` by
     ``UB − others[j]``; so does an optimum, and the model restricted to those ends keeps the best
-    schedule (its hint) and proves the problem's optimum and bound. The restart is due once those ends
-    leave :data:`NARROW_SHARE` less slack than the running model's, with :data:`NARROW_MIN_SECONDS`
-    left, :data:`MAX_NARROW_RESTARTS` at most."""
+    schedule (its hint, unless ``warm_start=False``) and proves the problem's optimum and bound. The
+    restart is due once those ends leave :data:`NARROW_SHARE` less slack than the running model's,
+    after :data:`NARROW_AFTER_SECONDS` of CP-SAT's first model, with :data:`NARROW_MIN_SECONDS` left,
+    :data:`MAX_NARROW_RESTARTS` at most."""
 
     def __init__(self, payload: dict[str, Any], tracker: _Tracker, began: float, deadline: float) -> None:
         self.payload = payload
@@ -478,7 +479,8 @@ class _Narrowing:
         self.latest, self.model_value = narrow, tracker.best_model_value
         options = dict(self.payload["options"])
         options["windows"] = [(None, None, None, int(end)) for end in narrow]
-        return dict(self.payload, warm_start=_pack(tracker.best), use_warm_start=True, options=options)
+        # the best schedule's windows, and its hint unless the caller turned hints off
+        return dict(self.payload, warm_start=_pack(tracker.best), options=options)
 
 
 def _run_narrowing(
@@ -1516,7 +1518,8 @@ class _Relaxations:
         self.lanes_skipped: str | None = None
         self.coupled_started = False
         self.lane_seconds = 0.0
-        self.lanes_running = False
+        # the lane LP's duals (or the tree root's) are still improving: they may still narrow CP-SAT's windows
+        self.duals_coming = False
         if lanes:
             self.lanes_skipped = lane_skip_reason(problem)
             self.lane_seconds = CONTENTION * expected_lane_seconds(problem) if self.lanes_skipped is None else 0.0
@@ -1577,7 +1580,7 @@ class _Relaxations:
             self.outcome = outcome
 
     def _lanes(self, problem: SlottedProblem, deadline: float) -> None:
-        self.lanes_running = True
+        self.duals_coming = True
         try:
             if self.tree:
                 self.lane_outcome = lane_tree_bound(
@@ -1602,7 +1605,7 @@ class _Relaxations:
         except Exception as error:
             self.lane_error = f"{type(error).__name__}: {error}"
         finally:
-            self.lanes_running = False
+            self.duals_coming = False
 
     def _give_way(self) -> None:
         """On the bound thread: once the backend's own bound has reached every bound this thread has
@@ -1613,7 +1616,7 @@ class _Relaxations:
         tracker = self.tracker
         if tracker.relaxations_yielded is not None or not math.isfinite(self.own_bound):
             return
-        if self.lanes_running and tracker.narrowing is not None and tracker.narrowing.pending():
+        if self.duals_coming and tracker.narrowing is not None and tracker.narrowing.pending():
             return  # the lanes' duals may still narrow CP-SAT's windows (_Narrowing): keep the share
         if tracker.solver_bound < self.own_bound:
             return
@@ -1653,7 +1656,9 @@ class _Relaxations:
         return not _proven_optimal(self.tracker)
 
     def _offer_tree(self, value: float) -> bool:
-        """Offer the tree's global bound (it only rises); go on until proven optimal."""
+        """Offer the tree's global bound (it only rises); go on until proven optimal. The first comes
+        once the root is solved: no more windows come from its duals after it."""
+        self.duals_coming = False
         self.tree_offered = max(self.tree_offered, value)
         self._prove(value)
         return not _proven_optimal(self.tracker)

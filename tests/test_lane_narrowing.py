@@ -122,6 +122,8 @@ def test_cpsat_restarted_in_the_lane_windows_proves_the_same_optimum(monkeypatch
     assert not killed and len(runs) == 2
     restarts = tracker.narrowing.restarts
     assert len(restarts) == 1 and restarts[0]["window_slack"][1] < restarts[0]["window_slack"][0]
+    # the restart solves the same problem from the best schedule, with the caller's hint setting
+    assert runs[1]["use_warm_start"] is payload["use_warm_start"] and runs[1]["instance"] == payload["instance"]
     windows = runs[1]["options"]["windows"]
     assert len(windows) == problem.num_jobs and all(w[:3] == (None, None, None) for w in windows)
     # the restart proves the optimum the problem's own windows prove, and the windows hold that optimum

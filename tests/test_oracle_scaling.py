@@ -43,8 +43,21 @@ def test_scaling_rows_are_proven_valid_and_complete(tmp_path: Path, capsys: pyte
     assert row["overrun"] == pytest.approx(row["wall_seconds"] / 5 - 1, abs=2e-3)
     assert -1 < row["overrun"] < 0.5
     assert row["rows"] > 0 and row["columns"] > 0
+    assert math.isnan(row["lane_window_restarts"])  # all jobs at 0: CP-SAT is never restarted in lane windows
     out = capsys.readouterr().out
     assert "largest n proven optimal for every seed: {'1x4': 4}" in out
+
+
+def test_lane_windows_with_arrivals_and_without(tmp_path: Path) -> None:
+    rows = {}
+    for name, extra in (("on", ""), ("off", " --no-lane-windows")):
+        output = tmp_path / f"{name}.csv"
+        arguments = f"--solver cpsat --jobs 6 --shape 1x4 --seeds 1 --time-limit 10 --arrivals poisson{extra}"
+        assert main(_argv(arguments, output)) == 0
+        rows[name] = pd.read_csv(output).iloc[0]
+    assert rows["on"]["lane_window_restarts"] >= 0 and math.isnan(rows["off"]["lane_window_restarts"])
+    for row in rows.values():
+        assert bool(row["valid"]) is True and row["bound"] <= row["objective"] + 1e-6
 
 
 def test_largest_proven_needs_every_seed() -> None:
