@@ -1821,8 +1821,10 @@ def latest_ends(problem: SlottedProblem, others: Sequence[float], upper_value: f
     if len(others) != problem.num_jobs:
         raise ValueError(f"others: {len(others)} entries for {problem.num_jobs} jobs")
     value = math.floor(upper_value + 1e-9)
+    # a hair off each bound for float noise, as the solve does for the bounds it offers: a bound rounded
+    # up past a whole slot it only touches would cut off a schedule of value upper_value
     return [
-        max(job.earliest_end, min(job.latest_end, value - math.ceil(others[j] - 1e-6)))
+        max(job.earliest_end, min(job.latest_end, value - math.ceil(others[j] - 1e-6 * max(1.0, abs(others[j])))))
         for j, job in enumerate(problem.jobs)
     ]
 

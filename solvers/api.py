@@ -608,6 +608,40 @@ class _WorkerProcess:
             self.lifeline = -1
 
 
+class _ReusedWorker:
+    """One worker process for the payloads of a call, one after the other: started when first needed,
+    replaced after a payload that was stopped or failed (never reused then)."""
+
+    def __init__(self) -> None:
+        self.worker: _WorkerProcess | None = None
+
+    def run(
+        self,
+        payload: dict[str, Any],
+        tracker: _Tracker,
+        hard_deadline: float,
+        on_progress: Callable[[], None] | None,
+        stop: Callable[[], bool] | None = None,
+    ) -> bool:
+        """:meth:`_WorkerProcess.run` in this worker; True if it was stopped (the worker is then gone)."""
+        if self.worker is None or not self.worker.alive():
+            self.worker = _WorkerProcess()
+        killed = self.worker.run(payload, tracker, hard_deadline, on_progress, stop=stop)
+        if killed or tracker.failure is not None:
+            self.kill()
+        return killed
+
+    def kill(self) -> None:
+        if self.worker is not None:
+            self.worker.kill()
+            self.worker = None
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
+            self.worker = None
+
+
 def _run_worker(
     payload: dict[str, Any],
     tracker: _Tracker,
@@ -752,30 +786,23 @@ def solve(
     )
     if export_model is not None:
         _export(instance, _portable_instance(instance), slot, settings, export_model)
-    worker: _WorkerProcess | None = None
+    # one worker for every solve of this call (branch-and-price's arrival split solves several)
+    worker = _ReusedWorker()
 
     def runner(payload: dict[str, Any], tracker: _Tracker, hard: float, on_progress: Callable[[], None]) -> bool:
         if spec.name == "portfolio":
             return _run_portfolio(payload, tracker, hard, on_progress)
-
-        def run(one: dict[str, Any], stop: Callable[[], bool]) -> bool:
-            nonlocal worker
-            # one worker for every solve of this call (branch-and-price's arrival split solves several)
-            if worker is None or not worker.alive():
-                worker = _WorkerProcess()
-            killed = worker.run(one, tracker, hard, on_progress, stop=stop)
-            if killed or tracker.failure is not None:
-                worker.kill()  # never reuse a worker that was stopped or failed
-                worker = None
-            return killed
-
-        return _run_narrowing(run, payload, tracker, lambda: _proven_optimal(tracker))
+        return _run_narrowing(
+            lambda one, stop: worker.run(one, tracker, hard, on_progress, stop),
+            payload,
+            tracker,
+            lambda: _proven_optimal(tracker),
+        )
 
     try:
         return _solve_with_split(instance, slot, settings, runner, progress)
     finally:
-        if worker is not None:
-            worker.kill()
+        worker.kill()
 
 
 def _run_portfolio(
@@ -913,28 +940,19 @@ def solve_many(
         coupled_bound=coupled_bound,
         lane_bound=lane_bound,
     )
-    worker: _WorkerProcess | None = None
+    worker = _ReusedWorker()
 
     def runner(payload: dict[str, Any], tracker: _Tracker, hard: float, on_progress: Callable[[], None]) -> bool:
-        def run(one: dict[str, Any], stop: Callable[[], bool]) -> bool:
-            nonlocal worker
-            if worker is None or not worker.alive():
-                worker = _WorkerProcess()
-            killed = worker.run(one, tracker, hard, on_progress, stop=stop)
-            if killed or tracker.failure is not None:
-                worker.kill()  # never reuse a worker that overran or failed
-                worker = None
-            return killed
-
-        return _run_narrowing(run, payload, tracker, lambda: False)
+        return _run_narrowing(
+            lambda one, stop: worker.run(one, tracker, hard, on_progress, stop), payload, tracker, lambda: False
+        )
 
     results = []
     try:
         for instance, value in zip(instances, slots, strict=True):
             results.append(_solve_with_split(instance, value, settings, runner, None))
     finally:
-        if worker is not None:
-            worker.close()
+        worker.close()
     return results
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -103,17 +104,12 @@ def test_cpsat_restarted_in_the_lane_windows_proves_the_same_optimum(monkeypatch
     monkeypatch.setattr(api, "NARROW_SHARE", 1e-9)
     monkeypatch.setattr(api, "NARROW_AFTER_SECONDS", 0.0)
     tracker.narrowing = api._Narrowing(payload, tracker, began, began + 60)
-    worker = api._WorkerProcess()
+    worker = api._ReusedWorker()
     runs: list[dict] = []
 
-    def run(one: dict, stop: object) -> bool:
-        nonlocal worker
+    def run(one: dict, stop: Callable[[], bool]) -> bool:
         runs.append(one)
-        killed = worker.run(one, tracker, began + 90, None, stop=stop)  # type: ignore[arg-type]
-        if killed:
-            worker.kill()
-            worker = api._WorkerProcess()
-        return killed
+        return worker.run(one, tracker, began + 90, None, stop)
 
     try:
         killed = api._run_narrowing(run, payload, tracker, lambda: False)
