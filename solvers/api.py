@@ -322,6 +322,7 @@ class _Tracker:
     # [j]: a lower bound on Σ_{k≠j} E_k from the lane LP's duals (the best of each, elementwise), if any
     others: np.ndarray | None = None
     narrowing: _Narrowing | None = None  # restarts CP-SAT in the windows `others` allows (cpsat, bnp)
+    builds: list[float] = field(default_factory=list)  # each model's build seconds (one per restart more)
     # the coupled LP's thread offers bounds too: compare-and-set under a lock
     _bound_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     _best_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -368,6 +369,7 @@ def _handle(tracker: _Tracker, message: tuple[Any, ...]) -> None:
     kind = message[0]
     if kind == "built":
         tracker.built = (message[1], message[2])
+        tracker.builds.append(float(message[1]))
         tracker.solve_started = time.perf_counter()
     elif kind == "incumbent":
         tracker.offer(_unpack(message[1]), message[2])
@@ -1846,6 +1848,10 @@ def _result(
     elif tracker.failure is not None:
         status = SolveStatus.ERROR
         message = tracker.failure[1]
+    if len(tracker.builds) > 1:
+        # CP-SAT was restarted (_Narrowing): every model's build counts, and the solve is the rest of the time
+        worker_build = sum(tracker.builds)
+        solve_seconds = max(0.0, wall - parent_build - worker_build)
     if status is SolveStatus.OPTIMAL and tracker.final_rejected:
         # the model's optimum was rejected (float near miss, see formulation.discretize): not proven
         status = SolveStatus.FEASIBLE

@@ -115,7 +115,7 @@ def test_cpsat_restarted_in_the_lane_windows_proves_the_same_optimum(monkeypatch
         killed = api._run_narrowing(run, payload, tracker, lambda: False)
     finally:
         worker.kill()
-    assert not killed and len(runs) == 2
+    assert not killed and len(runs) == 2 and len(tracker.builds) == 2  # both models were built
     restarts = tracker.narrowing.restarts
     assert len(restarts) == 1 and restarts[0]["window_slack"][1] < restarts[0]["window_slack"][0]
     # the restart solves the same problem from the best schedule, with the caller's hint setting
@@ -151,3 +151,25 @@ def test_solve_narrows_with_arrivals_only_and_refuses_a_bad_option() -> None:
     assert off.stats["lane_windows"] is None and off.schedule is not None and validate(spread, off.schedule).ok
     with pytest.raises(DuettoInputError, match="lane_windows"):
         solve(spread, "cpsat", time_limit=20, options={"lane_windows": "yes"})
+
+
+def test_a_solve_restarted_in_the_lane_windows_keeps_a_valid_schedule_and_its_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # any narrowing is due at once: restarts as soon as the lanes' first duals come
+    monkeypatch.setattr(api, "NARROW_SHARE", 1e-9)
+    monkeypatch.setattr(api, "NARROW_AFTER_SECONDS", 0.0)
+    # 20 jobs with arrivals on 8 GPUs, not proven in the time: restarted 4 s in (measured), the time is 30 s
+    instance = generate_instance(20, 1, 8, 2, arrivals="poisson")
+    result = solve(instance, "cpsat", time_limit=30)
+    assert result.schedule is not None and validate(instance, result.schedule).ok
+    assert result.bound <= result.objective + 1e-6
+    restarts = result.stats["lane_windows"]["restarts"]
+    assert 1 <= len(restarts) <= api.MAX_NARROW_RESTARTS
+    for restart in restarts:
+        assert restart["window_slack"][1] < restart["window_slack"][0]
+        assert restart["seconds"] <= 30 - api.NARROW_MIN_SECONDS
+        assert restart["upper_bound_slots"] >= result.stats["objective_slots"]  # the best only improves
+    # every model's build counts, and build and solve add up to the wall time
+    wall = result.stats["wall_seconds"]
+    assert result.build_seconds + result.solve_seconds == pytest.approx(wall, abs=0.05)
