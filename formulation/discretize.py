@@ -289,6 +289,12 @@ class SlottedProblem:
     def gpu_memory_gib(self) -> float:
         return self.instance.cluster.gpu_memory_gib
 
+    @property
+    def releases_spread(self) -> bool:
+        """The jobs are released at two or more different slots (arrivals spread in time): where CP-SAT's
+        ``core`` search and the restarts in the lane windows were measured to pay."""
+        return len({job.release for job in self.jobs}) >= 2
+
     @cached_property
     def index(self) -> Mapping[str, int]:
         """Job id → index in :attr:`jobs`."""

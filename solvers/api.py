@@ -422,20 +422,18 @@ class _Narrowing:
         self._due: np.ndarray | None = None  # the latest ends found due by due(), for the restart
         problem = tracker.problem
         self.earliest = np.array([job.earliest_end for job in problem.jobs], dtype=np.int64)
-        self.own = np.array([job.latest_end for job in problem.jobs], dtype=np.int64)
-        self.own_value = float(problem.upper_bound_value if problem.upper_bound_value is not None else math.inf)
-        self.latest = self.own.copy()  # the latest ends given to the running model (its windows at first)
-        self.model_value = self.own_value  # the upper bound the running model's windows came from
+        # the latest ends given to the running model (valid for every schedule as good as the best), and
+        # the running model's own: those within its windows (at first both the problem's)
+        self.given = self._latest(problem)
+        self.running = self.given.copy()
         self.restarts: list[dict[str, Any]] = []
+
+    @staticmethod
+    def _latest(problem: SlottedProblem) -> np.ndarray:
+        return np.array([job.latest_end for job in problem.jobs], dtype=np.int64)
 
     def _slack(self, latest: np.ndarray) -> int:
         return int(np.sum(np.maximum(0, latest - self.earliest)))
-
-    def _model_latest(self) -> np.ndarray:
-        # the running model's latest ends, about: discretize's windows shrink one slot per slot of a
-        # better upper bound (E_j ≤ UB − static), except where the horizon cap or the earliest end binds
-        shift = self.own_value - self.model_value
-        return np.minimum(self.latest, self.own - int(shift)) if math.isfinite(shift) else self.latest
 
     def candidate(self) -> np.ndarray | None:
         """The narrower latest ends, if a restart is due now."""
@@ -449,9 +447,8 @@ class _Narrowing:
         if others is None or not math.isfinite(tracker.best_model_value):
             return None
         # valid ends (each bound holds for every schedule at least as good as the best): the restart's
-        given = np.minimum(self.latest, latest_ends(tracker.problem, others.tolist(), tracker.best_model_value))
-        running = self._model_latest()  # an estimate: only to compare with
-        if self._slack(np.minimum(running, given)) > (1.0 - NARROW_SHARE) * self._slack(running):
+        given = np.minimum(self.given, latest_ends(tracker.problem, others.tolist(), tracker.best_model_value))
+        if self._slack(np.minimum(self.running, given)) > (1.0 - NARROW_SHARE) * self._slack(self.running):
             return None
         return given
 
@@ -470,19 +467,22 @@ class _Narrowing:
         if narrow is None:
             return None
         tracker = self.tracker
-        running = self._model_latest()
+        best, value = tracker.best, tracker.best_model_value
+        before = self._slack(self.running)
+        # the worker derives its windows from the best schedule as discretize does (with_upper_bound)
+        self.given = narrow
+        self.running = np.minimum(narrow, self._latest(tracker.problem.with_upper_bound(best)))
         self.restarts.append(
             {
                 "seconds": round(time.time() - self.began, 3),
-                "window_slack": [self._slack(running), self._slack(np.minimum(running, narrow))],
-                "upper_bound_slots": tracker.best_model_value,
+                "window_slack": [before, self._slack(self.running)],
+                "upper_bound_slots": value,
             }
         )
-        self.latest, self.model_value = narrow, tracker.best_model_value
         options = dict(self.payload["options"])
         options["windows"] = [(None, None, None, int(end)) for end in narrow]
         # the best schedule's windows, and its hint unless the caller turned hints off
-        return dict(self.payload, warm_start=_pack(tracker.best), options=options)
+        return dict(self.payload, warm_start=_pack(best), options=options)
 
 
 def _run_narrowing(
@@ -1112,17 +1112,16 @@ def _solve_problem(
         horizon_slots=settings.horizon_slots,
     )
     branch_and_price = spec.name == "bnp"
-    narrow = _lane_windows_option(cast(dict[str, Any], payload["options"]))
+    options = cast(dict[str, Any], payload["options"])
+    narrow = _lane_windows_option(options)
     leaf_checker: _LeafChecker | None = None
     primal = True
     if branch_and_price:
         # CP-SAT beside the tree is its primal heuristic, with cpsat's own default of two workers: measured
         # on a quiet 2-core machine at 16 x 8 (docs/oracle.md), one worker left the tree's core free but found
         # worse schedules (mean gap 9.4 % against 8.4 %) while the tree got hardly more nodes
-        options = cast(dict[str, Any], payload["options"])
         primal = bool(options.pop("primal", True))
         leaf_checker = _LeafChecker(payload, tracker, deadline + grace)
-    options = cast(dict[str, Any], payload["options"])
     lanes = bool(settings.lane_bound) or branch_and_price
     if (
         narrow
@@ -1132,7 +1131,7 @@ def _solve_problem(
         and objective == "jct"
         and options.get("windows") is None
         and options.get("cutoff") is None
-        and len({job.release for job in problem.jobs}) >= 2  # measured to help with arrivals only
+        and problem.releases_spread  # measured to help with arrivals only
     ):
         tracker.narrowing = _Narrowing(payload, tracker, began, deadline - margin)
     relaxation = None

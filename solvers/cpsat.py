@@ -68,7 +68,7 @@ def core_search(problem: SlottedProblem) -> bool:
     :data:`CORE_MAX_JOBS` jobs, the bound comes from the relaxations either way (24 jobs: the same
     bounds), so CP-SAT's default stays there (docs/oracle.md, "The search with arrivals").
     """
-    return problem.num_jobs <= CORE_MAX_JOBS or len({job.release for job in problem.jobs}) >= 2
+    return problem.num_jobs <= CORE_MAX_JOBS or problem.releases_spread
 
 
 def _pair_loss(problem: SlottedProblem, i: int, k: int) -> int:
