@@ -1637,6 +1637,10 @@ def _column_generation(
         if not master.add(entering):
             outcome.status = "failed: pricing found no new lane with a negative reduced cost"
             break
+    if outcome.values is not None and outcome.values.size < master.columns:
+        # stopped by max_rounds after adding lanes: they are at 0 in the last solve (still a feasible point
+        # of the master), and whoever reads the values by column index (the tree's split) needs them all
+        outcome.values = np.concatenate([outcome.values, np.zeros(master.columns - outcome.values.size)])
     return outcome
 
 

@@ -266,3 +266,15 @@ def test_the_tree_stops_at_its_pool_limit_with_a_valid_bound(monkeypatch: pytest
     # the same search stopped earlier: a valid bound, never above the one the whole search reached
     assert capped.proven and capped.value <= free.value + 1e-9 and capped.nodes < free.nodes
     assert len(instance.jobs) == 6
+
+
+def test_a_tree_whose_nodes_stop_at_their_round_limit_branches_and_keeps_a_valid_bound() -> None:
+    # a node's column generation that stops at node_rounds has just added lanes its last solve never saw;
+    # the split read its values by column and failed with an IndexError (found on 8 jobs on 1 x 4 GPUs)
+    from formulation.lane_tree import lane_tree_bound
+
+    _, problem = _small_problem(seed=2, jobs=6)
+    short = lane_tree_bound(problem, time_limit=4, node_rounds=3)
+    assert short.proven and short.nodes > 1  # it branched on nodes cut short
+    # a Lagrangian bound at any stop: never above the schedule the problem's windows come from
+    assert math.isfinite(short.value) and short.value <= problem.upper_bound_value + 1e-9
