@@ -1176,7 +1176,8 @@ def _solve_problem(
         raise SolverUnavailableError(tracker.failure[1])
     if tracker.failure is not None and tracker.failure[0] == "input_error":
         raise DuettoInputError(tracker.failure[1])
-    return _result(spec, problem, tracker, killed, parent_build, wall, objective), problem
+    result = _result(spec, problem, tracker, killed, parent_build, wall, objective, tree_alone=not primal)
+    return result, problem
 
 
 SPLIT_FIRST_SHARE = 0.5
@@ -1820,6 +1821,8 @@ def _result(
     parent_build: float,
     wall: float,
     objective: str,
+    *,
+    tree_alone: bool = False,
 ) -> Result:
     objective_s, bound_s = _seconds(problem, tracker)
     status = SolveStatus.TIME_LIMIT
@@ -1847,6 +1850,14 @@ def _result(
     elif tracker.failure is not None:
         status = SolveStatus.ERROR
         message = tracker.failure[1]
+    elif tree_alone:
+        # branch-and-price without CP-SAT (options.primal = False): the tree is the solver, and one that
+        # stopped before the time limit (skipped where the lanes do not apply, open, a node or pool limit)
+        # stopped for another reason; an optimum is recognised below, where the bound meets the schedule
+        tree_status = str((tracker.lanes or {}).get("status", "not run"))
+        if tree_status != "time_limit":
+            status = SolveStatus.FEASIBLE
+            message = f"branch-and-price without its primal heuristic: the tree ended ({tree_status})"
     if len(tracker.builds) > 1:
         # CP-SAT was restarted (_Narrowing): every model's build counts, and the solve is the rest of the time
         worker_build = sum(tracker.builds)
@@ -1861,6 +1872,8 @@ def _result(
         status = SolveStatus.OPTIMAL  # the bound meets the schedule: proven, even if the solver stopped
         if killed:
             message = "proven optimal: the bound meets the schedule; the solver process was stopped"
+        elif tree_alone:
+            message = "proven optimal: the bound meets the schedule (branch-and-price without its primal heuristic)"
     stats.update(
         {
             "warm_start_objective": problem.objective_seconds(problem.upper_bound_value or 0),

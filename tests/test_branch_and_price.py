@@ -172,6 +172,24 @@ def test_branch_and_price_is_anytime_and_honours_the_time_limit() -> None:
     assert tree["status"] != "skipped: not expected to converge in the time limit"
 
 
+def test_the_tree_alone_that_stops_before_the_time_limit_says_why_and_not_time_limit() -> None:
+    # three jobs per GPU: the lanes do not apply, so branch-and-price without CP-SAT ends at once with the
+    # warm start; it used to report "time_limit" with no message after a second of a 20 s limit
+    instance = generate_instance(4, 2, 2, 30, memory_pressure=0.8, capacity=3)
+    began = time.perf_counter()
+    result = solve(instance, "bnp", time_limit=20, options={"primal": False})
+    assert time.perf_counter() - began < 15
+    assert result.status is SolveStatus.FEASIBLE
+    assert "the tree ended (skipped: total JCT with two jobs per GPU only)" in result.message
+    assert result.schedule is not None and validate(instance, result.schedule).ok
+    assert result.bound <= result.objective + 1e-6
+    # where the tree runs and closes (it stops once its bound meets the schedule), that is an optimum
+    closed = solve(generate_instance(4, 1, 4, 11), "bnp", time_limit=20, options={"primal": False})
+    assert closed.stats["lane_bound"]["status"] == "stopped"
+    assert closed.status is SolveStatus.OPTIMAL and closed.bound == closed.objective
+    assert closed.message.startswith("proven optimal: the bound meets the schedule")
+
+
 def test_the_tree_runs_first_where_it_would_not_converge_in_the_time() -> None:
     # 24 jobs in 10 s (more than LANES_FIRST_MIN_SECONDS left after the warm starts): the root is not
     # expected to converge, so the tree runs first rather than not at
