@@ -18,7 +18,7 @@ import pytest
 from formulation.discretize import choose_slot, discretize
 from formulation.generator import generate_instance
 from formulation.io import load_instance
-from formulation.lane_tree import _window_split, node_region
+from formulation.lane_tree import _window_split, lane_tree_bound, node_region
 from formulation.lanes import LaneData, _Master, default_cut, single_job_lanes
 from formulation.paths import shared_data_dir
 from formulation.validator import validate
@@ -289,8 +289,6 @@ def test_the_tree_stops_at_its_pool_limit_with_a_valid_bound(monkeypatch: pytest
 def test_a_tree_whose_nodes_stop_at_their_round_limit_branches_and_keeps_a_valid_bound() -> None:
     # a node's column generation that stops at node_rounds has just added lanes its last solve never saw;
     # the split read its values by column and failed with an IndexError (found on 8 jobs on 1 x 4 GPUs)
-    from formulation.lane_tree import lane_tree_bound
-
     _, problem = _small_problem(seed=2, jobs=6)
     short = lane_tree_bound(problem, time_limit=4, node_rounds=3)
     assert short.proven and short.nodes > 1  # it branched on nodes cut short
