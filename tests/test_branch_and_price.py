@@ -184,7 +184,9 @@ def test_the_tree_alone_that_stops_before_the_time_limit_says_why_and_not_time_l
     assert result.schedule is not None and validate(instance, result.schedule).ok
     assert result.bound <= result.objective + 1e-6
     # where the tree runs and closes (it stops once its bound meets the schedule), that is an optimum
-    closed = solve(generate_instance(4, 1, 4, 11), "bnp", time_limit=20, options={"primal": False})
+    small = generate_instance(4, 1, 4, 11)
+    closed = solve(small, "bnp", time_limit=20, options={"primal": False})
+    assert closed.schedule is not None and validate(small, closed.schedule).ok
     assert closed.stats["lane_bound"]["status"] == "stopped"
     assert closed.status is SolveStatus.OPTIMAL and closed.bound == closed.objective
     assert closed.message.startswith("proven optimal: the bound meets the schedule")
