@@ -110,6 +110,10 @@ class RelaxationBound:
     active_pairs
         Pairs ``(i, k)`` (job indices, ``i < k``) that share in the LP's optimum: a finer LP of the
         same problem starts with their cells (:func:`refined_coupled_bound`).
+    others
+        ``[j]``: a lower bound on ``Σ_{k≠j} E_k`` (slots) over every schedule in the problem's windows,
+        from the last solve's duals with job ``j`` deleted (:func:`_others_bounds`); ``None`` unless asked
+        for (``others=True``) and the last solve finished.
     """
 
     value: float
@@ -121,6 +125,7 @@ class RelaxationBound:
     shared_fraction: float = math.nan
     rounds: int = 0
     active_pairs: frozenset[tuple[int, int]] = frozenset()
+    others: tuple[float, ...] | None = None
 
     @property
     def proven(self) -> bool:
@@ -177,8 +182,15 @@ class _LinearProgram:
         self.indices: list[int] = []
         self.values: list[float] = []
         self.gpu_time: dict[int, int] = {}  # r column -> G_i, for the shared fraction
+        # whose each column is (a job's index; -1: shared by all), for the bounds on the others
+        # (:func:`_others_bounds`): new columns take `owner`
+        self.owner = -1
+        self.column_owner: list[int] = []
+        # row -> {job: the part of the row's lower bound that comes from that job}
+        self.row_constants: dict[int, dict[int, float]] = {}
 
     def column(self, lower: float = 0.0, upper: float = math.inf, cost: float = 0.0) -> int:
+        self.column_owner.append(self.owner)
         self.cost.append(cost)
         self.lower.append(lower)
         self.upper.append(upper)
@@ -213,7 +225,8 @@ def _start_end_rows(
     cut: int,
     tail: tuple[int, float] | None,
     occupied: dict[int, list[tuple[int, float]]],
-    occupied_for_sure: dict[int, float],
+    occupied_for_sure: dict[int, dict[int, float]],
+    index: int,
 ) -> None:
     """Non-preemption, convexified: the distributions of the start and the end (cumulative
     ``X_t = P(S ≤ t)``, ``Y_t = P(E ≤ t)``) with ``d ≤ E − S ≤ D̄`` as ``Y_t ≤ X_{t−d}`` and
@@ -252,7 +265,8 @@ def _start_end_rows(
         if t in x:
             gpu_terms.append((x[t], gpus))
         else:
-            occupied_for_sure[t] = occupied_for_sure.get(t, 0.0) + gpus
+            sure = occupied_for_sure.setdefault(t, {})
+            sure[index] = sure.get(index, 0.0) + gpus
         if t in y:
             gpu_terms.append((y[t], -gpus))
     # run time in each window = Σ_t (X_t − Y_t)
@@ -306,8 +320,9 @@ def _build(problem: SlottedProblem, width: int, cut: int | None = None) -> tuple
     run: dict[tuple[int, int], int] = {}
     progress: dict[tuple[int, int], int] = {}
     occupied: dict[int, list[tuple[int, float]]] = {}  # slot -> G_i·X_it and −G_i·Y_it terms
-    occupied_for_sure: dict[int, float] = {}  # slot -> GPUs of jobs surely started (X = 1)
+    occupied_for_sure: dict[int, dict[int, float]] = {}  # slot -> job -> GPUs of jobs surely started (X = 1)
     for i, job in enumerate(jobs):
+        lp.owner = i
         completion = lp.column(lower=job.release + job.min_slots, cost=1.0)
         mean_busy: list[tuple[int, float]] = [(completion, -1.0)]
         total: list[tuple[int, float]] = []
@@ -340,14 +355,19 @@ def _build(problem: SlottedProblem, width: int, cut: int | None = None) -> tuple
             tail,
             occupied,
             occupied_for_sure,
+            i,
         )
+    lp.owner = -1
 
     # GPUs, per slot: the GPUs in use beyond #GPUs are shared ones, e_t ≥ Σ_i G_i·occ_it − #GPUs, and
     # the window's shared GPU time pays for them: Σ_{t∈w} e_t ≤ Σ_{i<k} s[i,k,w] (C = 2)
     excess: dict[int, list[tuple[int, float]]] = {}
     for t, terms in sorted(occupied.items()):
         e = lp.column()
-        lp.row([(e, 1.0)] + [(c, -v) for c, v in terms], lower=occupied_for_sure.get(t, 0.0) - problem.num_gpus)
+        sure = occupied_for_sure.get(t, {})
+        row = lp.row([(e, 1.0)] + [(c, -v) for c, v in terms], lower=sum(sure.values()) - problem.num_gpus)
+        if sure:
+            lp.row_constants[row] = sure
         excess.setdefault(t // width, []).append((e, 1.0))
     # jobs too large to run side by side that may not share either never overlap: per window their
     # run times add up to its length at most
@@ -372,7 +392,9 @@ def _build(problem: SlottedProblem, width: int, cut: int | None = None) -> tuple
             continue
         # a gang at its slowest worker's pace: p ≤ U·r − slowest, slowest ≥ Σ_k λ_ik·s[i,k,w] / G_i
         # (and ≥ λ_ik·s[i,k,w] / min(G_i, G_k) per partner, a row that comes with the cell)
+        lp.owner = i
         slowest = lp.column()
+        lp.owner = -1
         cells.slowest[(i, w)] = slowest
         lp.row([(p, 1.0), (r, -float(units)), (slowest, 1.0)], upper=0.0)
         cells.loss_row[(i, w)] = lp.row([(slowest, -1.0)], upper=0.0)
@@ -480,6 +502,7 @@ def pair_coupled_bound(
     max_rounds: int | None = None,
     time_limit: float | None = None,
     cancel: threading.Event | None = None,
+    others: bool = False,
 ) -> RelaxationBound:
     """Lower bound on ``Σ_j E_j`` (slot units) from the pair-coupled LP (see the module docstring).
 
@@ -512,6 +535,10 @@ def pair_coupled_bound(
     cancel
         When set (from another thread), HiGHS stops at its next simplex check and the status is
         ``"cancelled"``: a solver that proved optimality need not wait for the bound.
+    others
+        Also bound ``Σ_{k≠j} E_k`` for every job ``j`` from each solve's duals
+        (:attr:`RelaxationBound.others`, the elementwise best over the solves): what narrows the jobs'
+        latest ends (:func:`formulation.lanes.latest_ends`).
 
     Returns
     -------
@@ -568,6 +595,7 @@ def pair_coupled_bound(
     pricing = _Pricing(cells, num_rows)
     pricing.add(highs, pricing.initial(initial_partners, initial_pairs))
     best = -math.inf
+    others_best: np.ndarray | None = None
     rounds = 0
     status = "failed: not solved"
     while True:
@@ -597,6 +625,10 @@ def pair_coupled_bound(
             break
         value, entering = pricing.price(highs)
         best = max(best, value)
+        if others:
+            bounds = _others_bounds(highs, lp, pricing, problem.num_jobs)
+            if bounds is not None:
+                others_best = bounds if others_best is None else np.maximum(others_best, bounds)
         if len(entering) == 0:
             status = "optimal"
             break
@@ -617,7 +649,18 @@ def pair_coupled_bound(
         active = pricing.active_pairs(solution)
     value = best if math.isfinite(best) else math.nan
     num_cols, num_rows = highs.getNumCol(), highs.getNumRow()
-    return RelaxationBound(value, status, width, num_cols, num_rows, seconds, shared_fraction, rounds, active)
+    return RelaxationBound(
+        value,
+        status,
+        width,
+        num_cols,
+        num_rows,
+        seconds,
+        shared_fraction,
+        rounds,
+        active,
+        None if others_best is None else tuple(float(v) for v in others_best),
+    )
 
 
 def refined_coupled_bound(
@@ -627,17 +670,28 @@ def refined_coupled_bound(
     max_cells: int | None = None,
     cancel: threading.Event | None = None,
     on_bound: Callable[[RelaxationBound], bool] | None = None,
+    others: bool = False,
+    start: RelaxationBound | None = None,
 ) -> RelaxationBound:
     """:func:`pair_coupled_bound` at the width its budget (``max_cells``) picks, then at half that
     width, and so on down to one slot while ``time_limit`` (seconds, for all of it) leaves the next
     LP (about twice as slow as the last) time to finish: narrower windows give a stronger but larger
     LP, and the first, coarse one makes sure a bound comes in time. Each bound is passed to
     ``on_bound`` as it is proven, which says whether to go on (a solver whose own bound is higher has
-    no use for a finer LP); the best one is returned (``seconds``: the whole refinement).
+    no use for a finer LP); the best one is returned (``seconds``: the whole refinement). ``others``:
+    each LP also bounds the others' ends (:attr:`RelaxationBound.others`). ``start``: an LP of this
+    problem already solved (one level of this refinement); the refinement goes on from the next width
+    (from the first again if it was stopped before its optimum; it stays the best if nothing beats it).
     """
     began = time.perf_counter()
     best: RelaxationBound | None = None
     width: int | None = None
+    if start is not None and start.proven:
+        best = start
+        if start.status == "optimal":  # else (stopped early) solved again from the first width
+            if start.window_slots <= 1:
+                return start
+            width = start.window_slots // 2
     while True:
         left = time_limit - (time.perf_counter() - began)
         if left <= 0 or (cancel is not None and cancel.is_set()):
@@ -651,6 +705,7 @@ def refined_coupled_bound(
             time_limit=left,
             cancel=cancel,
             initial_pairs=best.active_pairs if best is not None else frozenset(),
+            others=others,
         )
         go_on = on_bound(outcome) if outcome.proven and on_bound is not None else True
         if best is None or (outcome.proven and not (best.proven and best.value >= outcome.value)):
@@ -689,6 +744,7 @@ class _Pricing:
         self.column_cells: list[int] = []  # the candidate of each column in self.columns
         self.base_rows = base_rows
         self.batch = max(1000, 40 * len(cells.problem.jobs))  # measured: fewer, larger rounds are faster
+        self.reduced = np.zeros(count, dtype=np.float64)  # the missing cells' reduced costs at the last pricing
 
     def initial(self, partners: int, pairs: frozenset[tuple[int, int]] = frozenset()) -> np.ndarray:
         """The cells of each job's ``partners`` best partners (:meth:`_Cells.best_partner_pairs`) and of
@@ -765,12 +821,101 @@ class _Pricing:
         duals = np.append(np.asarray(highs.getSolution().row_dual[: self.base_rows], dtype=np.float64), 0.0)
         reduced = -(self.coefficients * duals[self.rows]).sum(axis=1)
         reduced[self.in_model] = 0.0
+        self.reduced = reduced
         bound = objective + float(np.minimum(reduced, 0.0) @ self.upper)
         negative = np.flatnonzero(reduced < -PRICING_TOLERANCE)
         if len(negative) == 0:
             return objective, negative
         order = negative[np.argsort(reduced[negative], kind="stable")]
         return bound, order[: self.batch]
+
+
+DUAL_TOLERANCE = 1e-7
+"""Reduced costs and row duals smaller than this count as zero in :func:`_others_bounds` (HiGHS's own
+dual feasibility tolerance: the LP's optimum is trusted to the same)."""
+
+
+def _others_bounds(highs: Any, lp: _LinearProgram, pricing: _Pricing, num_jobs: int) -> np.ndarray | None:
+    """``[j]``: a lower bound on ``Σ_{k≠j} E_k`` over every schedule in the problem's windows, from the
+    last solve's duals and no other solve (``None`` if the duals give none).
+
+    Delete job ``j`` from a schedule: what is left is a schedule of the others in which no job ends
+    later (a partner gone only speeds a job up) and every job stays in its window, so it is a point of
+    this LP without ``j``'s columns, without the rows that only they enter, and with ``j``'s GPUs gone
+    from the per-slot GPU rows' constants. Every other column keeps its rows and so its reduced cost:
+    the duals stay feasible, and the Lagrangian (dual) objective of that smaller LP at these duals,
+    ``Σ_rows π·bound + Σ_columns min over the box of d·x`` (the missing cells boxed as in
+    :meth:`_Pricing.price`), bounds the others' ends. It is the whole LP's dual objective less ``j``'s
+    terms: the lane LP's argument (``formulation.lanes._Master.others_bounds``) for this LP."""
+    from scipy.sparse import csc_matrix, csr_matrix
+
+    model = highs.getLp()
+    num_cols, num_rows = int(model.num_col_), int(model.num_row_)
+    a = model.a_matrix_
+    arrays = (np.asarray(a.value_, dtype=np.float64), np.asarray(a.index_), np.asarray(a.start_))
+    import highspy
+
+    if a.format_ == highspy.MatrixFormat.kColwise:
+        matrix = csr_matrix(csc_matrix(arrays, shape=(num_rows, num_cols)))
+    else:
+        matrix = csr_matrix(arrays, shape=(num_rows, num_cols))
+    solution = highs.getSolution()
+    duals = np.asarray(solution.row_dual, dtype=np.float64)
+    if len(duals) != num_rows:
+        return None
+    reduced = np.asarray(model.col_cost_, dtype=np.float64) - matrix.T @ duals
+    inf = _highs_infinity()
+
+    def side(value: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+        """``value`` times the bound its sign picks; a value within the tolerance on a side with no
+        bound counts as zero (the rows are in work units, up to ``10⁷``: their duals are tiny and
+        still count where the bound is finite)."""
+        bound = np.where(value > 0, lower, upper)
+        finite = np.abs(bound) < inf
+        terms = np.where(finite, value * np.where(finite, bound, 0.0), 0.0)
+        return np.where(finite | (np.abs(value) <= DUAL_TOLERANCE), terms, -np.inf)
+
+    row_terms = side(duals, np.asarray(model.row_lower_), np.asarray(model.row_upper_))
+    column_terms = side(reduced, np.asarray(model.col_lower_), np.asarray(model.col_upper_))
+    missing = np.minimum(pricing.reduced, 0.0) * pricing.upper
+    total = float(row_terms.sum() + column_terms.sum() + missing.sum())
+    if not math.isfinite(total):
+        return None
+    # who deletes each column: its job, or either job of a cell
+    first = np.full(num_cols, -1, dtype=np.int64)
+    second = np.full(num_cols, -1, dtype=np.int64)
+    base = min(len(lp.column_owner), num_cols)
+    first[:base] = lp.column_owner[:base]
+    for column, c in zip(pricing.columns, pricing.column_cells, strict=True):
+        i, k, _ = pricing.candidates[c]
+        first[column], second[column] = i, k
+    # a row goes with job j when every one of its columns does; such a j deletes the row's first column
+    nonempty = np.diff(matrix.indptr) > 0
+    starts = matrix.indptr[:-1][nonempty]
+    leading = matrix.indices[starts]
+    rows = np.flatnonzero(nonempty)
+    entry_rows = np.repeat(np.arange(num_rows), np.diff(matrix.indptr))
+    others = np.full(num_jobs, total)
+    for candidate in (first[leading], second[leading]):
+        per_row = np.full(num_rows, -1, dtype=np.int64)
+        per_row[rows] = candidate
+        wanted = per_row[entry_rows]
+        hit = (first[matrix.indices] == wanted) | (second[matrix.indices] == wanted)
+        deleted = np.logical_and.reduceat(hit, starts) & (candidate >= 0)
+        others -= np.bincount(candidate[deleted], weights=row_terms[rows[deleted]], minlength=num_jobs)
+    for owners in (first, second):
+        mask = owners >= 0
+        others -= np.bincount(owners[mask], weights=column_terms[mask], minlength=num_jobs)
+    for c, (i, k, _) in enumerate(pricing.candidates):
+        if missing[c]:
+            others[i] -= missing[c]
+            others[k] -= missing[c]
+    # the GPU rows kept, with j's sure GPUs gone from their lower bound
+    for row, constants in lp.row_constants.items():
+        if duals[row] > 0:
+            for j, value in constants.items():
+                others[j] -= duals[row] * value
+    return np.where(np.isfinite(others), others, -np.inf)
 
 
 def _highs_infinity() -> float:

@@ -72,7 +72,7 @@ from formulation.interference import TableInterference
 from formulation.lane_tree import LaneTreeBound, LeafVerdict, Region, lane_tree_bound
 from formulation.lanes import LaneBound, expected_lane_seconds, lane_skip_reason, latest_ends
 from formulation.lanes import lane_bound as solve_lane_bound
-from formulation.relaxation import RelaxationBound, refined_coupled_bound
+from formulation.relaxation import RelaxationBound, pair_coupled_bound, refined_coupled_bound
 from formulation.schedule import Schedule
 from formulation.validator import validate
 from solvers.backend_protocol import BackendOutcome, SolverUnavailableError
@@ -406,7 +406,8 @@ MAX_NARROW_RESTARTS = 2
 class _Narrowing:
     """When and how to restart CP-SAT in narrower windows during one solve.
 
-    The lane relaxation offers the tracker a bound on ``Σ_{k≠j} E_k`` per job (:attr:`_Tracker.others`).
+    The coupled LP (its first, coarse level, seconds in) and the lane relaxation offer the tracker a
+    bound on ``Σ_{k≠j} E_k`` per job (:attr:`_Tracker.others`).
     With the best schedule's value ``UB``, every schedule at least as good ends job ``j`` by
     ``UB − others[j]``; so does an optimum, and the model restricted to those ends keeps the best
     schedule (its hint, unless ``warm_start=False``) and proves the problem's optimum and bound. The
@@ -427,6 +428,8 @@ class _Narrowing:
         self.given = self._latest(problem)
         self.running = self.given.copy()
         self.restarts: list[dict[str, Any]] = []
+        self.problem_slack = self._slack(self.given)
+        self.first_windows: int | None = None  # the slack CP-SAT's first model starts with, if narrowed
 
     @staticmethod
     def _latest(problem: SlottedProblem) -> np.ndarray:
@@ -483,6 +486,33 @@ class _Narrowing:
         options["windows"] = [(None, None, None, int(end)) for end in narrow]
         # the best schedule's windows, and its hint unless the caller turned hints off
         return dict(self.payload, warm_start=_pack(best), options=options)
+
+
+def _windows_from_the_start(
+    problem: SlottedProblem, tracker: _Tracker, payload: dict[str, Any], seconds: float
+) -> RelaxationBound | None:
+    """Before CP-SAT starts, where it may be restarted in narrower windows (``tracker.narrowing``): the
+    coupled LP's first, coarse level bounds every job's others (:attr:`RelaxationBound.others`), and
+    CP-SAT's first model starts in the ends they allow with the upper bound's value (``payload``'s
+    ``windows``), rather than waiting for a restart. Offers the LP's bound; returns the LP (``None`` if it
+    failed: a bound is an extra)."""
+    narrowing = tracker.narrowing
+    if narrowing is None:
+        return None
+    try:
+        outcome = pair_coupled_bound(problem, time_limit=max(0.01, seconds), others=True)
+    except Exception:
+        return None
+    if outcome.proven:
+        tracker.offer_bound(outcome.value - 1e-6 * max(1.0, abs(outcome.value)))
+    if outcome.others is not None and math.isfinite(tracker.best_model_value):
+        tracker.offer_others(outcome.others)
+        ends = np.minimum(narrowing.given, latest_ends(problem, outcome.others, tracker.best_model_value))
+        narrowing.given, narrowing.running = ends, ends.copy()
+        narrowing.first_windows = narrowing._slack(ends)
+        options = cast(dict[str, Any], payload["options"])
+        options["windows"] = [(None, None, None, int(end)) for end in ends]
+    return outcome
 
 
 def _run_narrowing(
@@ -747,7 +777,7 @@ def solve(
         Backend options, e.g. ``{"num_workers": 2}`` for CP-SAT; for ``bnp``, ``{"split": True}`` adds the
         arrival-split bound (``"split_max_part"``: the largest group, default 16). For ``cpsat`` and
         ``bnp`` on total JCT with releases spread in time, CP-SAT is restarted in the narrower windows
-        the lane LP's duals allow (:class:`_Narrowing`; ``stats["lane_windows"]``);
+        the coupled and lane LPs' duals allow (:class:`_Narrowing`; ``stats["lane_windows"]``);
         ``{"lane_windows": False}`` turns that off.
     progress
         Called about five times a second with a :class:`Progress` while the solver runs.
@@ -1125,7 +1155,7 @@ def _solve_problem(
     lanes = bool(settings.lane_bound) or branch_and_price
     if (
         narrow
-        and lanes
+        and (lanes or settings.coupled_bound)
         and primal
         and spec.name in ("cpsat", "bnp")
         and objective == "jct"
@@ -1134,6 +1164,9 @@ def _solve_problem(
         and problem.releases_spread  # measured to help with arrivals only
     ):
         tracker.narrowing = _Narrowing(payload, tracker, began, deadline - margin)
+    first = None
+    if tracker.narrowing is not None and settings.coupled_bound:
+        first = _windows_from_the_start(problem, tracker, payload, FIRST_WINDOWS_SHARE * time_limit)
     relaxation = None
     if settings.coupled_bound or lanes:
         tree = branch_and_price or spec.name == "portfolio"
@@ -1150,6 +1183,7 @@ def _solve_problem(
             leaf_check=leaf_checker,
             began=began,
             lanes_first=lanes_first,
+            first=first,
         )
     try:
         if time.time() < deadline - margin and not primal and relaxation is not None:
@@ -1195,7 +1229,7 @@ SPLIT_RESUME_MIN_SECONDS = 5.0
 
 
 def _lane_windows_option(options: dict[str, Any]) -> bool:
-    """Take ``lane_windows`` (restart CP-SAT in the lane LP's windows, :class:`_Narrowing`; default
+    """Take ``lane_windows`` (restart CP-SAT in the LPs' windows, :class:`_Narrowing`; default
     true) out of the backend's options."""
     value = options.pop("lane_windows", True)
     if not isinstance(value, bool):
@@ -1361,6 +1395,10 @@ def _proven_optimal(tracker: _Tracker) -> bool:
 
 COUPLED_SHARE = 0.5
 """With both relaxations on, the share of the bound thread's time the coupled LP gets before the lanes."""
+FIRST_WINDOWS_SHARE = 0.1
+"""Where CP-SAT may be restarted in narrower windows, the share of the time limit the coupled LP's
+first, coarse level may take before CP-SAT starts (:func:`_windows_from_the_start`; 1-4 s at 24 jobs on
+8 GPUs)."""
 TREE_COUPLED_SHARE = 0.3
 """Branch-and-price (``bnp``): the share the coupled LP gets before the tree (its bound stands beside
 the tree's; the tree is what can prove optimality)."""
@@ -1518,8 +1556,12 @@ class _Relaxations:
         leaf_check: _LeafChecker | None = None,
         began: float | None = None,
         lanes_first: bool | None = False,
+        first: RelaxationBound | None = None,
     ) -> None:
         self.tree = tree
+        # the coupled LP's first level, solved before the solver started (:func:`_windows_from_the_start`):
+        # its refinement goes on from the next width
+        self.first = first
         self.leaf_check = leaf_check
         self.began = time.time() if began is None else began
         self.own_bound = -math.inf  # the best bound this thread has offered (slot units)
@@ -1528,6 +1570,9 @@ class _Relaxations:
         self.error: str | None = None
         self.lane_outcome: LaneBound | LaneTreeBound | None = None
         self.lane_offered: LaneBound | None = None
+        if first is not None and first.proven:
+            self.offered = first
+            self.own_bound = first.value
         self.tree_offered = -math.inf  # the best global bound the tree has offered (slot units)
         self.lane_error: str | None = None
         self.tracker = tracker
@@ -1564,17 +1609,18 @@ class _Relaxations:
             _RUNNING_RELAXATIONS.discard(self)
 
     def _run(self, problem: SlottedProblem, deadline: float) -> None:
+        start = self.first
         if self.lanes_first:
             # the lanes first with all the time (their Lagrangian bound holds whenever they stop), then the
             # coupled LP with whatever they leave
             if self.lanes:
                 self._lanes(problem, deadline)
             if self.coupled and not self._done(deadline):
-                self._coupled(problem, deadline, 1.0)
+                self._coupled(problem, deadline, 1.0, start)
             return
         if self.coupled:
             share = (TREE_COUPLED_SHARE if self.tree else COUPLED_SHARE) if self.lanes else 1.0
-            self._coupled(problem, deadline, share)
+            self._coupled(problem, deadline, share, start)
         if not self.lanes or self._done(deadline):
             return
         if self.lane_seconds > deadline - time.time():  # the coupled LP used what the lanes needed
@@ -1585,7 +1631,9 @@ class _Relaxations:
     def _done(self, deadline: float) -> bool:
         return self.cancel.is_set() or _proven_optimal(self.tracker) or time.time() >= deadline
 
-    def _coupled(self, problem: SlottedProblem, deadline: float, share: float) -> None:
+    def _coupled(
+        self, problem: SlottedProblem, deadline: float, share: float, start: RelaxationBound | None = None
+    ) -> None:
         self.coupled_started = True
         try:
             outcome = refined_coupled_bound(
@@ -1593,6 +1641,8 @@ class _Relaxations:
                 time_limit=max(0.01, share * (deadline - time.time())),
                 cancel=self.cancel,
                 on_bound=self._offer,
+                others=self.tracker.narrowing is not None,
+                start=start,
             )
         except Exception as error:  # a bound is an extra; a failure must not lose the solve
             self.error = f"{type(error).__name__}: {error}"
@@ -1660,7 +1710,10 @@ class _Relaxations:
         return value
 
     def _offer(self, outcome: RelaxationBound) -> bool:
-        """Offer a proven bound; refine the LP only while it is the best bound and the solve goes on."""
+        """Offer a proven bound (and its bounds on the others' ends, for :class:`_Narrowing`); refine
+        the LP only while it is the best bound and the solve goes on."""
+        if outcome.others is not None:
+            self.tracker.offer_others(outcome.others)
         value = self._prove(outcome.value)
         if self.offered is None or outcome.value > self.offered.value:
             self.offered = outcome
@@ -1885,7 +1938,12 @@ def _result(
             "coupled_bound": tracker.relaxation,
             "lane_bound": tracker.lanes,
             "relaxations_yielded_seconds": tracker.relaxations_yielded,
-            "lane_windows": None if tracker.narrowing is None else {"restarts": tracker.narrowing.restarts},
+            "lane_windows": None
+            if tracker.narrowing is None
+            else {
+                "restarts": tracker.narrowing.restarts,
+                "first_model_slack": [tracker.narrowing.problem_slack, tracker.narrowing.first_windows],
+            },
             "objective_slots": problem.objective_slots(evaluate(problem, tracker.best, exact=True)),
         }
     )

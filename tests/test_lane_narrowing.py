@@ -20,7 +20,7 @@ from formulation.errors import DuettoInputError
 from formulation.generator import generate_instance
 from formulation.lane_tree import lane_tree_bound
 from formulation.lanes import LaneBound, LaneData, lane_bound, latest_ends
-from formulation.relaxation import default_cut
+from formulation.relaxation import RelaxationBound, default_cut, pair_coupled_bound, refined_coupled_bound
 from formulation.validator import validate
 from solvers import SolveStatus, solve
 from solvers.backends import resolve
@@ -173,3 +173,75 @@ def test_a_solve_restarted_in_the_lane_windows_keeps_a_valid_schedule_and_its_ti
     # every model's build counts, and build and solve add up to the wall time
     wall = result.stats["wall_seconds"]
     assert result.build_seconds + result.solve_seconds == pytest.approx(wall, abs=0.05)
+
+
+def _others_hold_for(problem: SlottedProblem, others: tuple[float, ...], solution: dict) -> None:
+    """Each bound on ``Σ_{k≠j} E_k`` is at most what ``solution`` (a schedule in the problem's windows) has."""
+    ends = evaluate(problem, solution, exact=True)
+    total = sum(ends[job.id] for job in problem.jobs)
+    for j, job in enumerate(problem.jobs):
+        assert others[j] <= total - ends[job.id] + 1e-6, (j, others[j], total - ends[job.id])
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_coupled_lp_bounds_the_others_after_one_round_and_converged(seed: int) -> None:
+    _, problem = contended(seed)  # the proven optimum is the upper bound
+    assert pair_coupled_bound(problem).others is None  # only when asked for
+    first = pair_coupled_bound(problem, others=True, initial_partners=0, max_rounds=1)  # missing cells boxed
+    converged = pair_coupled_bound(problem, others=True, window_slots=1)
+    assert first.others is not None and converged.status == "optimal" and converged.others is not None
+    for outcome in (first, converged):
+        assert outcome.others is not None
+        _others_hold_for(problem, outcome.others, dict(problem.upper_bound or {}))
+    # and they narrow: some job's latest end moves in from its window's
+    assert problem.upper_bound_value is not None
+    latest = latest_ends(problem, converged.others, problem.upper_bound_value)
+    assert any(end < job.latest_end for end, job in zip(latest, problem.jobs, strict=True))
+
+
+def test_the_coupled_lps_bounds_on_the_others_hold_for_every_schedule_in_the_windows() -> None:
+    # windows from a greedy upper bound; the optimum and the warm start both lie in them
+    instance, problem = _poisson_problem(10, 4, 1)
+    optimum = solve(instance, "cpsat", time_limit=60, slot=problem.slot, options={"lane_windows": False})
+    assert optimum.status is SolveStatus.OPTIMAL and optimum.schedule is not None
+    outcome = refined_coupled_bound(problem, time_limit=60, others=True)
+    assert outcome.others is not None
+    for solution in (dict(problem.upper_bound or {}), api._user_warm_start(problem, optimum.schedule)):
+        _others_hold_for(problem, outcome.others, solution)
+    # the bound on the others of j is at most the optimum less j's end there: a check that can bind
+    ends = evaluate(problem, api._user_warm_start(problem, optimum.schedule), exact=True)
+    value = int(optimum.stats["objective_slots"])
+    slack = [value - ends[job.id] - outcome.others[j] for j, job in enumerate(problem.jobs)]
+    assert min(slack) >= -1e-6 and min(slack) < 0.25 * value
+
+
+def test_a_refinement_started_from_a_solved_level_goes_on_from_the_next_width() -> None:
+    _, problem = contended(2)
+    coarse = pair_coupled_bound(problem, window_slots=4)
+    finer = refined_coupled_bound(problem, time_limit=60, start=coarse)
+    assert finer.proven and finer.window_slots < coarse.window_slots and finer.value >= coarse.value - 1e-6
+    # a level stopped before its optimum is solved again from the first width, and stays if it is the best
+    stopped = RelaxationBound(coarse.value - 5.0, "time_limit", coarse.window_slots)
+    again = refined_coupled_bound(problem, time_limit=60, start=stopped)
+    assert again is not stopped and again.status == "optimal" and again.value >= coarse.value - 1e-6
+    higher = RelaxationBound(coarse.value + 1000.0, "time_limit", coarse.window_slots)  # nothing beats it
+    kept = refined_coupled_bound(problem, time_limit=60, start=higher)
+    assert (kept.value, kept.status) == (higher.value, "time_limit")
+
+
+def test_cpsat_starts_in_the_coupled_lps_windows_also_where_the_lanes_are_off() -> None:
+    # the coupled LP's first level, before CP-SAT starts, gives its first model narrower windows
+    instance = generate_instance(16, 1, 8, 2, arrivals="poisson")
+    for lanes in (True, False):
+        result = solve(instance, "cpsat", time_limit=20, lane_bound=lanes)
+        assert result.schedule is not None and validate(instance, result.schedule).ok
+        assert result.bound <= result.objective + 1e-6
+        assert result.stats["coupled_bound"]["bound_slots"] is not None
+        narrowing = result.stats["lane_windows"]
+        assert narrowing is not None
+        problem_slack, first_slack = narrowing["first_model_slack"]
+        assert first_slack is not None and first_slack < problem_slack
+        assert (result.stats["lane_bound"] is None) is not lanes
+    # all jobs at 0: no narrowing, and CP-SAT starts in the problem's own windows
+    together = solve(generate_instance(8, 1, 4, 0), "cpsat", time_limit=10)
+    assert together.stats["lane_windows"] is None

@@ -169,8 +169,8 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--lane-windows/--no-lane-windows",
                 help=(
-                    "cpsat and bnp with arrivals spread in time: restart CP-SAT in the narrower windows the lane"
-                    " LP's duals allow once they have a third less slack"
+                    "cpsat and bnp with arrivals spread in time: restart CP-SAT in the narrower windows the"
+                    " coupled and lane LPs' duals allow once they have a third less slack"
                 ),
             ),
         ] = True,
