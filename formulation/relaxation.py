@@ -847,14 +847,13 @@ def _others_bounds(highs: Any, lp: _LinearProgram, pricing: _Pricing, num_jobs: 
     ``Σ_rows π·bound + Σ_columns min over the box of d·x`` (the missing cells boxed as in
     :meth:`_Pricing.price`), bounds the others' ends. It is the whole LP's dual objective less ``j``'s
     terms: the lane LP's argument (``formulation.lanes._Master.others_bounds``) for this LP."""
+    import highspy
     from scipy.sparse import csc_matrix, csr_matrix
 
     model = highs.getLp()
     num_cols, num_rows = int(model.num_col_), int(model.num_row_)
     a = model.a_matrix_
     arrays = (np.asarray(a.value_, dtype=np.float64), np.asarray(a.index_), np.asarray(a.start_))
-    import highspy
-
     if a.format_ == highspy.MatrixFormat.kColwise:
         matrix = csr_matrix(csc_matrix(arrays, shape=(num_rows, num_cols)))
     else:
@@ -915,7 +914,7 @@ def _others_bounds(highs: Any, lp: _LinearProgram, pricing: _Pricing, num_jobs: 
         if duals[row] > 0:
             for j, value in constants.items():
                 others[j] -= duals[row] * value
-    return np.where(np.isfinite(others), others, -np.inf)
+    return others  # finite: every term is (the total is)
 
 
 def _highs_infinity() -> float:

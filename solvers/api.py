@@ -44,7 +44,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as mp_wait
@@ -455,6 +455,14 @@ class _Narrowing:
             return None
         return given
 
+    def start_in(self, latest: Sequence[int]) -> np.ndarray:
+        """The first model's latest ends, before it starts (:func:`_windows_from_the_start`): ``latest``
+        within the problem's; restarts are then counted against them."""
+        ends = np.minimum(self.given, np.asarray(latest, dtype=np.int64))
+        self.given, self.running = ends, ends.copy()
+        self.first_windows = self._slack(ends)
+        return ends
+
     def pending(self) -> bool:
         """Whether a restart may still come (restarts and time left)."""
         return len(self.restarts) < MAX_NARROW_RESTARTS and self.deadline - time.time() >= NARROW_MIN_SECONDS
@@ -488,6 +496,12 @@ class _Narrowing:
         return dict(self.payload, warm_start=_pack(best), options=options)
 
 
+def _less_a_hair(value: float) -> float:
+    """A bound a relaxation proved, less a hair for HiGHS' optimality tolerances (the objective is
+    rounded up to whole slots after)."""
+    return value - 1e-6 * max(1.0, abs(value))
+
+
 def _windows_from_the_start(
     problem: SlottedProblem, tracker: _Tracker, payload: dict[str, Any], seconds: float
 ) -> RelaxationBound | None:
@@ -504,12 +518,10 @@ def _windows_from_the_start(
     except Exception:
         return None
     if outcome.proven:
-        tracker.offer_bound(outcome.value - 1e-6 * max(1.0, abs(outcome.value)))
+        tracker.offer_bound(_less_a_hair(outcome.value))
     if outcome.others is not None and math.isfinite(tracker.best_model_value):
         tracker.offer_others(outcome.others)
-        ends = np.minimum(narrowing.given, latest_ends(problem, outcome.others, tracker.best_model_value))
-        narrowing.given, narrowing.running = ends, ends.copy()
-        narrowing.first_windows = narrowing._slack(ends)
+        ends = narrowing.start_in(latest_ends(problem, outcome.others, tracker.best_model_value))
         options = cast(dict[str, Any], payload["options"])
         options["windows"] = [(None, None, None, int(end)) for end in ends]
     return outcome
@@ -1570,9 +1582,9 @@ class _Relaxations:
         self.error: str | None = None
         self.lane_outcome: LaneBound | LaneTreeBound | None = None
         self.lane_offered: LaneBound | None = None
-        if first is not None and first.proven:
+        if first is not None and first.proven:  # offered already, as _prove would
             self.offered = first
-            self.own_bound = first.value
+            self.own_bound = _less_a_hair(first.value)
         self.tree_offered = -math.inf  # the best global bound the tree has offered (slot units)
         self.lane_error: str | None = None
         self.tracker = tracker
@@ -1609,7 +1621,7 @@ class _Relaxations:
             _RUNNING_RELAXATIONS.discard(self)
 
     def _run(self, problem: SlottedProblem, deadline: float) -> None:
-        start = self.first
+        start = self.first  # the coupled LP's refinement goes on from it
         if self.lanes_first:
             # the lanes first with all the time (their Lagrangian bound holds whenever they stop), then the
             # coupled LP with whatever they leave
@@ -1703,7 +1715,7 @@ class _Relaxations:
     def _prove(self, value: float) -> float:
         """Offer a bound this thread has proven to the solve, less a hair for HiGHS' optimality
         tolerances (the objective is rounded up to whole slots after); returns what was offered."""
-        value -= 1e-6 * max(1.0, abs(value))
+        value = _less_a_hair(value)
         self.tracker.offer_bound(value)
         self.own_bound = max(self.own_bound, value)
         self._give_way()
