@@ -58,6 +58,7 @@ COLUMNS = [
     "gpus",
     "nodes",
     "arrivals",
+    "capacity",
     "seed",
     "status",
     "proven",
@@ -143,6 +144,7 @@ def run_one(
     objective: str = "jct",
     lane_bound: LaneOrder = True,
     lane_windows: bool = True,
+    capacity: int = 2,
 ) -> dict[str, Any]:
     """Solve one instance of the family; a row of the CSV.
 
@@ -151,7 +153,8 @@ def run_one(
     solver
         ``"cpsat"``, ``"highs"`` or ``"pyomo:NAME"``.
     jobs, nodes, gpus_per_node, seed
-        The instance: ``generate_instance(jobs, nodes, gpus_per_node, seed, arrivals=arrivals)``.
+        The instance: ``generate_instance(jobs, nodes, gpus_per_node, seed, arrivals=arrivals,
+        capacity=capacity)``.
     time_limit
         Seconds for the solve (enforced from outside the worker).
     arrivals
@@ -171,13 +174,15 @@ def run_one(
     lane_windows
         Whether :func:`solvers.solve` may restart CP-SAT in the lane LP's windows (its
         ``options["lane_windows"]``; ``cpsat`` and ``bnp`` with arrivals spread in time).
+    capacity
+        Jobs per GPU at most (``C``; 1: every GPU exclusive).
 
     Returns
     -------
     dict[str, Any]
         One value per name in :data:`COLUMNS` (objective and bound in seconds).
     """
-    instance = generate_instance(jobs, nodes, gpus_per_node, seed, arrivals=arrivals)
+    instance = generate_instance(jobs, nodes, gpus_per_node, seed, arrivals=arrivals, capacity=capacity)
     if slot is None and target_slots is not None:
         slot = choose_slot(instance, target_slots)
     began = time.perf_counter()
@@ -204,6 +209,7 @@ def run_one(
         "gpus": nodes * gpus_per_node,
         "nodes": nodes,
         "arrivals": arrivals,
+        "capacity": capacity,
         "seed": seed,
         "status": result.status.value,
         "proven": result.proven_optimal,
@@ -255,6 +261,7 @@ def run_scaling(
     objective: str = "jct",
     lane_bound: LaneOrder = True,
     lane_windows: bool = True,
+    capacity: int = 2,
     stop_after_unproven: bool = False,
     output: Path | None = None,
     echo: bool = True,
@@ -269,7 +276,7 @@ def run_scaling(
         ``(nodes, gpus_per_node)`` pairs.
     seeds
         Instance seeds.
-    solver, time_limit, arrivals, threads, slot, target_slots, objective, lane_bound, lane_windows
+    solver, time_limit, arrivals, threads, slot, target_slots, objective, lane_bound, lane_windows, capacity
         As for :func:`run_one`.
     stop_after_unproven
         After a size at which no seed was proven optimal, skip that shape's sizes at least as large.
@@ -307,6 +314,7 @@ def run_scaling(
                     objective=objective,
                     lane_bound=lane_bound,
                     lane_windows=lane_windows,
+                    capacity=capacity,
                 )
                 batch.append(row)
                 rows.append(row)
@@ -478,6 +486,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per solve")
     parser.add_argument("--threads", type=int, default=2, help="solver threads / CP-SAT workers")
     parser.add_argument("--arrivals", choices=["zero", "poisson"], default="zero")
+    parser.add_argument("--capacity", type=int, default=2, help="jobs per GPU at most (1: exclusive GPUs)")
     parser.add_argument("--objective", choices=["jct", "makespan"], default="jct")
     parser.add_argument("--slot", type=float, default=None, help="slot length (default: chosen per instance)")
     parser.add_argument(
@@ -562,6 +571,8 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         shapes = [(args.gpus // args.gpus_per_node, args.gpus_per_node)]
     if min(args.jobs) < 1 or args.seeds < 1:
         parser.error("--jobs and --seeds must be positive")
+    if args.capacity < 1:
+        parser.error("--capacity must be at least 1")
     if args.time_limit <= 0:
         parser.error("--time-limit must be positive")
     for option, name in (("--solver", args.solver), ("--cross-check-with", args.cross_check_with)):
@@ -611,6 +622,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         objective=args.objective,
         lane_bound=args.lane_bound,
         lane_windows=args.lane_windows,
+        capacity=args.capacity,
         stop_after_unproven=args.stop_after_unproven,
         output=output,
     )

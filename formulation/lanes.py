@@ -192,7 +192,7 @@ class LaneData:
         units = problem.units_per_slot
         least = [min(mode.work for mode in job.modes) for job in jobs]
         sigma = np.zeros((n, n))
-        for i, k in problem.sharing_pairs:
+        for i, k in problem.sharing_pairs if problem.capacity >= 2 else ():  # C = 1: a job a GPU
             sigma[i, k] = _shared_speed(problem, i, k, least[i]) / units
             sigma[k, i] = _shared_speed(problem, k, i, least[k]) / units
         shareable = (sigma > 0) & (sigma.T > 0)
@@ -422,6 +422,10 @@ class _CoverRows:
     per slot it holds two of the row's jobs (the DP adds it to that pair's cost as prefix sums,
     :meth:`bonus`) and charges each entry of a row's job running at ``t`` ``e_Q·ν/G_j``, which the
     master folds into the start and end duals the pricing takes (:meth:`start_end_prices`).
+
+    The same machinery holds **general rows** ``Σ_{i<k} b_ik·S_ik(t) − Σ_j a_j·R_jt ≥ rhs`` (a cover row
+    is ``b = 1``, ``a = e_Q``, ``rhs = −e_Q·(|Q| − 1)``): the configuration rows where no two jobs may
+    share (:meth:`configurations_violated`).
     """
 
     MAX_NEW_ROWS = 400
@@ -441,25 +445,72 @@ class _CoverRows:
         # prices; as arrays with each row's e_Q and right-hand side, made once per batch of rows
         self._members: list[tuple[int, int, int]] = []
         self._pairs: list[tuple[int, int, int, int]] = []
-        self._flat: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        # general rows (hull cuts): each member's price weight (e_Q for a cover), each pair's share
+        # coefficient (1 for a cover), each row's right-hand side
+        self._member_weight: list[float] = []
+        self._pair_weight: list[float] = []
+        self.rhs: list[float] = []
+        self.pair_coef: list[dict[tuple[int, int], float] | None] = []
+        self._general_weights: dict[int, tuple[float, ...]] = {}
+        self._flat: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self.rows)
 
-    def add(self, jobs: tuple[int, ...], width: int, slot: int, row: int) -> None:
-        """Record the row over ``jobs`` (sorted) at ``slot``, with ``e_Q = width``, as the master's ``row``."""
+    def row_list(self) -> list[Any]:
+        """Every row, in order, as :meth:`_Master.add_cover_rows` takes them."""
+        out: list[Any] = []
+        for r, (jobs, width, slot) in enumerate(zip(self.jobs, self.width, self.slot, strict=True)):
+            general = self.pair_coef[r]
+            if general is None:
+                out.append((jobs, width, slot))
+            else:
+                weights = tuple(self._general_weights[r])
+                out.append((jobs, width, slot, (weights, dict(general), self.rhs[r])))
+        return out
+
+    def add(
+        self,
+        jobs: tuple[int, ...],
+        width: int,
+        slot: int,
+        row: int,
+        general: tuple[tuple[float, ...], dict[tuple[int, int], float], float] | None = None,
+    ) -> None:
+        """Record the row over ``jobs`` (sorted) at ``slot``, with ``e_Q = width``, as the master's ``row``.
+
+        ``general`` = ``(weights, pair coefficients, rhs)`` records a general row instead:
+        ``Σ_{i<k} b_ik·S_ik(t) − Σ_j a_j·R_jt ≥ rhs`` with ``a_j`` = ``weights`` (by ``jobs``) and
+        ``b_ik`` the pair coefficients (``i < k``)."""
         r = len(self.rows)
         self.jobs.append(jobs)
         self.width.append(width)
         self.slot.append(slot)
         self.rows.append(row)
-        self.known.add((jobs, slot))
-        self._members += [(r, j, slot) for j in jobs]
-        self._pairs += [(r, i, k, slot) for i in jobs for k in jobs if i != k]
         self._flat = None
-        for a in range(len(jobs)):
-            for b in range(a + 1, len(jobs)):
-                self._by_pair.add((jobs[a], jobs[b]), slot, r)
+        if general is None:
+            self.known.add((jobs, slot))  # what :meth:`violated` looks for
+            self._members += [(r, j, slot) for j in jobs]
+            self._member_weight += [float(width)] * len(jobs)
+            self._pairs += [(r, i, k, slot) for i in jobs for k in jobs if i != k]
+            self._pair_weight += [1.0] * (len(jobs) * (len(jobs) - 1))
+            self.rhs.append(-float(width * (len(jobs) - 1)))
+            self.pair_coef.append(None)
+            for a in range(len(jobs)):
+                for b in range(a + 1, len(jobs)):
+                    self._by_pair.add((jobs[a], jobs[b]), slot, r)
+            return
+        weights, pairs, rhs = general
+        self._members += [(r, j, slot) for j, w in zip(jobs, weights, strict=True) if w != 0.0]
+        self._member_weight += [float(w) for w in weights if w != 0.0]
+        coefficients = {(min(i, k), max(i, k)): float(b) for (i, k), b in pairs.items() if b != 0.0}
+        for (i, k), coefficient in coefficients.items():
+            self._pairs += [(r, i, k, slot), (r, k, i, slot)]
+            self._pair_weight += [coefficient, coefficient]
+            self._by_pair.add((i, k), slot, r)
+        self.rhs.append(float(rhs))
+        self.pair_coef.append(coefficients)
+        self._general_weights[r] = tuple(float(w) for w in weights)
 
     def coefficients(self, lane: Lane, first: int = 0) -> dict[int, float]:
         """The lane's coefficient in each row ``r ≥ first`` that it enters (by ``r``): 1 per slot in
@@ -469,7 +520,9 @@ class _CoverRows:
             return out
         for i, k, lo, hi in _overlaps(lane):  # i < k
             for r in self._by_pair.rows((i, k), lo, hi, first):
-                out[int(r)] = out.get(int(r), 0.0) + 1.0
+                general = self.pair_coef[int(r)]
+                value = 1.0 if general is None else general[(i, k)]
+                out[int(r)] = out.get(int(r), 0.0) + value
         return out
 
     def violated(self, lanes: list[Lane], weights: np.ndarray) -> list[tuple[tuple[int, ...], int, int]]:
@@ -483,14 +536,7 @@ class _CoverRows:
         returns is valid and violated; it may miss some."""
         data = self.data
         gpus = data.num_gpus.astype(float)
-        run = np.zeros((data.n, data.horizon))
-        share = np.zeros((data.horizon, data.n, data.n))
-        for lane, weight in zip(lanes, weights, strict=True):
-            for e in lane.entries:
-                run[e.job, e.start : e.end] += weight
-            for i, k, lo, hi in _overlaps(lane):
-                share[lo:hi, i, k] += weight
-        share = share + share.transpose(0, 2, 1)
+        run, share = self._slot_points(lanes, weights)
         deficit = 1.0 - run / gpus[:, None]
         found: list[tuple[float, tuple[int, ...], int, int]] = []
         # every pair too wide to run side by side, in every slot (exact: few pairs)
@@ -528,6 +574,48 @@ class _CoverRows:
         found.sort(key=lambda row: -row[0])
         return [(jobs, width, t) for _, jobs, width, t in found[: self.MAX_NEW_ROWS]]
 
+    def _slot_points(self, lanes: list[Lane], weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The lanes' GPUs running each job per slot (``(n, T)``) and holding each pair (``(T, n, n)``,
+        symmetric) at these weights."""
+        data = self.data
+        run = np.zeros((data.n, data.horizon))
+        share = np.zeros((data.horizon, data.n, data.n))
+        for lane, weight in zip(lanes, weights, strict=True):
+            for e in lane.entries:
+                run[e.job, e.start : e.end] += weight
+            for i, k, lo, hi in _overlaps(lane):
+                share[lo:hi, i, k] += weight
+        return run, share + share.transpose(0, 2, 1)
+
+    def configurations_violated(self, lanes: list[Lane], weights: np.ndarray, highspy: Any) -> list[Any]:
+        """Configuration rows the lanes at these weights violate, where no two jobs may share (``C = 1``,
+        or no pair fits): general rows for :meth:`_Master.add_cover_rows`, most violated first (at most
+        :attr:`MAX_NEW_ROWS`).
+
+        Without sharing, the jobs running in one slot are a set that fits side by side
+        (``Σ G_j ≤ #GPUs``), so the point ``P(t)`` (``P_j(t)`` the lanes' share of job ``j`` running at
+        ``t``) lies in the hull of those sets' indicator vectors, a knapsack polytope. The cover rows
+        are some of its facets; a row ``Σ_j a_j·P_j(t) ≤ K(a)``, ``K(a)`` the largest ``Σ a_j`` over the
+        sets that fit (a knapsack, solved exactly), holds for every schedule whatever ``a ≥ 0``. Per
+        slot the most violated ``a`` comes from an LP over the sets found so far, grown by the knapsack
+        until none beats the LP's right-hand side (:func:`_most_violated_configuration`)."""
+        data = self.data
+        run, _ = self._slot_points(lanes, weights)
+        running = run / data.num_gpus.astype(float)[:, None]
+        found: list[tuple[float, Any]] = []
+        seen: dict[bytes, Any] = {}  # the LP point is piecewise constant in time
+        for t in range(data.horizon):
+            point = running[:, t]
+            key = point.tobytes()
+            if key not in seen:
+                seen[key] = _most_violated_configuration(point, data.num_gpus, data.gpus, highspy)
+            got = seen[key]
+            if got is not None:
+                violation, jobs, coefficients, rhs = got
+                found.append((violation, (jobs, 0, t, (coefficients, {}, -rhs))))
+        found.sort(key=lambda row: -row[0])
+        return [row for _, row in found[: self.MAX_NEW_ROWS]]
+
     def _weights(self, nu: np.ndarray) -> np.ndarray | None:
         """``ν_r`` for every row (0 for rows added after these duals); ``None`` when every one is 0."""
         count = min(nu.size, len(self.rows))
@@ -537,15 +625,16 @@ class _CoverRows:
         weights[:count] = np.maximum(nu[:count], 0.0)
         return weights
 
-    def _flat_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """``(members (r, j, t), pairs (r, i, k, t), e_Q by r, e_Q·(|Q| − 1) by r)``."""
+    def _flat_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(members (r, j, t), pairs (r, i, k, t), each member's price weight, each pair's share
+        coefficient, the rows' right-hand sides)``."""
         if self._flat is None:
-            widths = np.array(self.width, dtype=float)
             self._flat = (
                 np.array(self._members, dtype=np.int64).reshape(-1, 3),
                 np.array(self._pairs, dtype=np.int64).reshape(-1, 4),
-                widths,
-                widths * np.array([len(jobs) - 1 for jobs in self.jobs], dtype=float),
+                np.array(self._member_weight, dtype=float),
+                np.array(self._pair_weight, dtype=float),
+                np.array(self.rhs, dtype=float),
             )
         return self._flat
 
@@ -556,9 +645,9 @@ class _CoverRows:
         if weights is None:
             return None
         data = self.data
-        _, pairs, _, _ = self._flat_arrays()
+        _, pairs, _, pair_weight, _ = self._flat_arrays()
         bonus = np.zeros((data.n, data.n, data.horizon))
-        np.add.at(bonus, (pairs[:, 1], pairs[:, 2], pairs[:, 3]), weights[pairs[:, 0]])
+        np.add.at(bonus, (pairs[:, 1], pairs[:, 2], pairs[:, 3]), weights[pairs[:, 0]] * pair_weight)
         prefix = np.zeros((data.n, data.n, data.horizon + 1))
         np.cumsum(bonus, axis=2, out=prefix[:, :, 1:])
         return prefix
@@ -571,10 +660,10 @@ class _CoverRows:
         if weights is None:
             return None
         data = self.data
-        members, _, widths, _ = self._flat_arrays()
+        members, _, member_weight, _, _ = self._flat_arrays()
         rows = members[:, 0]
         per_slot = np.zeros((data.n, data.horizon + 1))
-        np.add.at(per_slot, (members[:, 1], members[:, 2]), weights[rows] * widths[rows])
+        np.add.at(per_slot, (members[:, 1], members[:, 2]), weights[rows] * member_weight)
         suffix = np.cumsum(per_slot[:, ::-1], axis=1)[:, ::-1]  # [j, S]: Σ over t ≥ S
         return suffix, -suffix
 
@@ -583,8 +672,80 @@ class _CoverRows:
         count = min(nu.size, len(self.rows))
         if count == 0:
             return 0.0
-        rhs = self._flat_arrays()[3]
-        return -float(np.dot(nu[:count], rhs[:count]))
+        rhs = self._flat_arrays()[4]
+        return float(np.dot(nu[:count], rhs[:count]))
+
+
+CONFIGURATION_ROUNDS = 60
+"""Knapsack pricings per slot at most when separating a configuration row."""
+
+
+def _knapsack_best(values: np.ndarray, sizes: np.ndarray, capacity: int) -> tuple[float, list[int]]:
+    """The largest ``Σ values`` over the items (positive values only) whose sizes sum to at most
+    ``capacity``, and one such set: a DP over the capacity, exact."""
+    best = np.zeros(capacity + 1)
+    take: list[np.ndarray] = []
+    for value, size in zip(values, sizes, strict=True):
+        size = int(size)
+        row = np.zeros(capacity + 1, dtype=bool)
+        if value > 0 and size <= capacity:
+            candidate = best[: capacity + 1 - size] + value
+            better = candidate > best[size:]
+            row[size:] = better
+            best[size:] = np.where(better, candidate, best[size:])
+        take.append(row)
+    chosen: list[int] = []
+    room = capacity
+    for item in range(len(values) - 1, -1, -1):
+        if take[item][room]:
+            chosen.append(item)
+            room -= int(sizes[item])
+    return float(best[capacity]), chosen[::-1]
+
+
+def _most_violated_configuration(
+    point: np.ndarray, gpus: np.ndarray, capacity: int, highspy: Any
+) -> tuple[float, tuple[int, ...], tuple[float, ...], float] | None:
+    """The row ``Σ_j a_j·P_j ≤ K(a)`` most violated at ``point`` (``a ∈ [0, 1]`` on the running jobs,
+    ``K(a)`` the knapsack's exact optimum), as ``(violation, jobs, a, K(a))``, or ``None``.
+
+    The LP ``max a·P − ρ`` subject to ``a·x ≤ ρ`` for the sets ``x`` found so far is solved (HiGHS, warm
+    from the previous set), the knapsack prices the set that most exceeds ``ρ``, and the set joins until
+    none does (then ``ρ = K(a)``)."""
+    active = np.nonzero(point > 1e-7)[0]
+    if gpus[active].sum() <= capacity or active.size < 2:
+        return None
+    values = point[active]
+    sizes = gpus[active]
+    count = active.size
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("threads", 1)
+    inf = highspy.kHighsInf
+    h.addVars(count + 1, np.zeros(count + 1), np.concatenate([np.ones(count), [inf]]))
+    h.changeColsCost(count + 1, np.arange(count + 1, dtype=np.int32), np.concatenate([-values, [1.0]]))
+    rho_column = np.int32(count)
+    for j in range(count):  # each running job alone
+        h.addRow(-inf, 0.0, 2, np.array([j, rho_column], dtype=np.int32), np.array([1.0, -1.0]))
+    a = np.zeros(count)
+    for _ in range(CONFIGURATION_ROUNDS):
+        h.run()
+        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            return None
+        solution = np.asarray(h.getSolution().col_value)
+        a, rho = solution[:count], float(solution[-1])
+        top, chosen = _knapsack_best(a, sizes, capacity)
+        if top <= rho + 1e-9:
+            break
+        index = np.array([*chosen, count], dtype=np.int32)
+        h.addRow(-inf, 0.0, index.size, index, np.concatenate([np.ones(len(chosen)), [-1.0]]))
+    a = np.where(a > 1e-9, a, 0.0)
+    top, _ = _knapsack_best(a, sizes, capacity)
+    violation = float(a @ values) - top
+    if violation <= 1e-6:
+        return None
+    keep = a > 0
+    return violation, tuple(int(j) for j in active[keep]), tuple(float(v) for v in a[keep]), top
 
 
 def _most_violated_cover(
@@ -768,7 +929,11 @@ class _Master:
         cols = np.array(self.lane_cols, dtype=np.int64)
         weights = values[cols]
         used = np.nonzero(weights > 1e-9)[0]
-        found = covers.violated([self.lanes[u] for u in used], weights[used])
+        lanes, weights = [self.lanes[u] for u in used], weights[used]
+        found: list[Any] = list(covers.violated(lanes, weights))
+        if not found and not self.data.shareable.any():
+            # no cover row left and no two jobs may share: the running sets' own hull, per slot
+            found = covers.configurations_violated(lanes, weights, self.hs)
         if not found:
             return 0
         self.add_cover_rows(found)
@@ -778,31 +943,35 @@ class _Master:
         """Take ``other``'s cover rows (in its order, so that its duals keep their meaning here) and its
         lanes."""
         if other.covers is not None and self.covers is not None:
-            covers = other.covers
-            self.add_cover_rows(list(zip(covers.jobs, covers.width, covers.slot, strict=True)))
+            self.add_cover_rows(other.covers.row_list())
         self.add(other.lanes)
 
-    def add_cover_rows(self, found: list[tuple[tuple[int, ...], int, int]]) -> None:
-        """Add cover rows ``(Q, e_Q, t)`` (as :meth:`_CoverRows.violated` gives them) with every pooled
-        lane's coefficients."""
+    def add_cover_rows(self, found: list[Any]) -> None:
+        """Add cover rows ``(Q, e_Q, t)`` (as :meth:`_CoverRows.violated` gives them; a fourth element
+        ``(weights, pair coefficients, rhs)`` makes a general row, :meth:`_CoverRows.add`) with every
+        pooled lane's coefficients."""
         covers = self.covers
         if covers is None or not found:
             return
-        self._running({(j, t) for members, _, t in found for j in members})
-        jobs = {j for members, _, _ in found for j in members}
+        self._running({(j, row[2]) for row in found for j in row[0]})
+        jobs = {j for row in found for j in row[0]}
         first = len(covers)
         base = int(self.h.getNumRow())
-        for number, (members, width, t) in enumerate(found):
-            covers.add(members, width, t, base + number)
-        per_row: list[list[tuple[int, float]]] = [
-            [(self.running[(j, t)][1], -float(width)) for j in members] for members, width, t in found
-        ]
+        per_row: list[list[tuple[int, float]]] = []
+        lower: list[float] = []
+        for number, row in enumerate(found):
+            members, width, t = row[0], row[1], row[2]
+            general = row[3] if len(row) > 3 else None
+            covers.add(members, width, t, base + number, general)
+            weights = [float(width)] * len(members) if general is None else list(general[0])
+            per_row.append([(self.running[(j, t)][1], -w) for j, w in zip(members, weights, strict=True) if w != 0.0])
+            lower.append(covers.rhs[first + number])
         for lane, col in zip(self.lanes, self.lane_cols, strict=True):
             if sum(e.job in jobs for e in lane.entries) < 2:
                 continue
             for r, value in covers.coefficients(lane, first).items():
                 per_row[r - first].append((col, value))
-        self._add_rows(per_row, [-float(width * (len(members) - 1)) for members, width, _ in found], self.inf)
+        self._add_rows(per_row, lower, self.inf)
 
     def _add_rows(self, per_row: list[list[tuple[int, float]]], lower: list[float], upper: float) -> None:
         starts = np.cumsum([0] + [len(entries) for entries in per_row[:-1]]).astype(np.int32)
@@ -1468,7 +1637,7 @@ class _ProgressPricing:
 
 
 def lane_skip_reason(problem: SlottedProblem, max_states: int = DEFAULT_MAX_LANE_STATES) -> str | None:
-    """Why :func:`lane_bound` would not run on ``problem`` (total JCT and two jobs per GPU only, an
+    """Why :func:`lane_bound` would not run on ``problem`` (total JCT and one or two jobs per GPU only, an
     upper bound needed, the DP within ``max_states``); ``None`` when it would."""
     return _skip_reason(problem, default_cut(problem), max_states)
 
@@ -1500,8 +1669,8 @@ def lane_cut(problem: SlottedProblem, cut: int | None, max_states: int) -> tuple
 
 
 def _skip_reason(problem: SlottedProblem, cut: int, max_states: int) -> str | None:
-    if problem.objective != "jct" or problem.capacity != 2:
-        return "total JCT with two jobs per GPU only"
+    if problem.objective != "jct" or problem.capacity not in (1, 2):
+        return "total JCT with one or two jobs per GPU only"
     if problem.upper_bound is None:
         return "needs an upper-bound solution"
     if problem.num_jobs * (cut + 1) ** 2 > max_states:

@@ -60,6 +60,15 @@ def test_lane_windows_with_arrivals_and_without(tmp_path: Path) -> None:
         assert bool(row["valid"]) is True and row["bound"] <= row["objective"] + 1e-6
 
 
+def test_exclusive_gpus_rows(tmp_path: Path) -> None:
+    output = tmp_path / "c1.csv"
+    assert main(_argv("--solver cpsat --jobs 5 --shape 1x4 --seeds 1 --time-limit 10 --capacity 1", output)) == 0
+    row = pd.read_csv(output).iloc[0]
+    assert row["capacity"] == 1 and bool(row["valid"]) is True
+    assert row["bound"] <= row["objective"] + 1e-6
+    assert not str(row["lane_bound_status"]).startswith("skipped")  # the lanes bound exclusive GPUs too
+
+
 def test_largest_proven_needs_every_seed() -> None:
     table = pd.DataFrame(
         {
@@ -79,6 +88,7 @@ def test_largest_proven_needs_every_seed() -> None:
         (["--gpus", "6", "--gpus-per-node", "4"], "--gpus"),
         (["--solver", "foo"], "--solver"),
         (["--solver", "cpsat", "--cross-check-with", "nosuchsolver"], "--cross-check-with"),
+        (["--capacity", "0"], "--capacity"),
     ],
 )
 def test_bad_cluster_arguments_are_argparse_errors(
