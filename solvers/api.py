@@ -767,14 +767,14 @@ def solve(
     lane_bound
         On the same thread, also solve the lane relaxation by column generation
         (:func:`formulation.lanes.lane_bound`: one column per GPU's sequence of jobs; total JCT with
-        two jobs per GPU); the larger bound is reported. ``True`` (the default): the lanes first, with
-        all the time and no convergence estimate (their Lagrangian bound holds whenever they stop), then
-        the coupled LP with what they leave, given at least :data:`LANES_FIRST_MIN_SECONDS` (else as
-        ``"after"``); for ``bnp`` and ``portfolio``, whose lanes are a
-        branch-and-price tree, as ``"after"`` where the tree's root is expected to converge in the time
-        and first where not. ``"first"``: the lanes first for every solver. ``"after"``: the
-        coupled LP first with at most :data:`COUPLED_SHARE` of the time, then the lanes with what it
-        leaves, only where their column generation is expected to converge in it
+        one or two jobs per GPU; with one, configuration rows too); the larger bound is reported.
+        ``True`` (the default): the lanes first, with all the time and no convergence estimate (their
+        Lagrangian bound holds whenever they stop), then the coupled LP with what they leave, given at
+        least :data:`LANES_FIRST_MIN_SECONDS` (else as ``"after"``); for ``bnp`` and ``portfolio``,
+        whose lanes are a branch-and-price tree, as ``"after"`` where the tree's root is expected to
+        converge in the time and first where not. ``"first"``: the lanes first for every solver.
+        ``"after"``: the coupled LP first with at most :data:`COUPLED_SHARE` of the time, then the lanes
+        with what it leaves, only where their column generation is expected to converge in it
         (:func:`formulation.lanes.expected_lane_seconds` × :data:`CONTENTION`). Measured (``cpsat``,
         60 s, seeds 0-2; docs/oracle.md): at 50 jobs on one 8-GPU node, all jobs at 0, gaps 23.9 /
         21.9 / 23.3 % with the lanes first against 27.4 / 30.7 / 32.2 % after; at 12-32 jobs and with
