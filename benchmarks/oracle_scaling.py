@@ -393,6 +393,7 @@ def cross_check(
     echo: bool = True,
     arrivals: Arrivals = "zero",
     threads: int | None = None,
+    capacity: int = 2,
 ) -> pd.DataFrame:
     """Solve each instance with both solvers and compare their proven optima.
 
@@ -413,6 +414,8 @@ def cross_check(
         ``"zero"`` or ``"poisson"`` (instance family).
     threads
         Solver threads / CP-SAT workers (``None``: the backends' defaults).
+    capacity
+        Jobs per GPU at most (``C``).
 
     Returns
     -------
@@ -427,7 +430,7 @@ def cross_check(
     options = None if threads is None else {"threads": threads, "num_workers": threads}
     rows: list[dict[str, Any]] = []
     for n, nodes, gpn, seed in specs:
-        instance = generate_instance(n, nodes, gpn, seed, arrivals=arrivals)
+        instance = generate_instance(n, nodes, gpn, seed, arrivals=arrivals, capacity=capacity)
         slot = choose_slot(instance, target_slots) if target_slots else choose_slot(instance)
         row: dict[str, Any] = {"n": n, "shape": f"{nodes}x{gpn}", "seed": seed, "slot": slot}
         slots_value: dict[str, float] = {}
@@ -599,6 +602,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             target_slots=args.target_slots,
             arrivals=arrivals,
             threads=args.threads,
+            capacity=args.capacity,
         )
         checked.to_csv(output, index=False)
         print(
