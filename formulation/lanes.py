@@ -450,8 +450,8 @@ class _CoverRows:
         self._member_weight: list[float] = []
         self._pair_weight: list[float] = []
         self.rhs: list[float] = []
-        self.pair_coef: list[dict[tuple[int, int], float] | None] = []
-        self._general_weights: dict[int, tuple[float, ...]] = {}
+        # r -> (a by the row's jobs, b by pair i < k, rhs) for a general row, None for a cover row
+        self.general: list[tuple[tuple[float, ...], dict[tuple[int, int], float], float] | None] = []
         self._flat: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def __len__(self) -> int:
@@ -460,13 +460,8 @@ class _CoverRows:
     def row_list(self) -> list[Any]:
         """Every row, in order, as :meth:`_Master.add_cover_rows` takes them."""
         out: list[Any] = []
-        for r, (jobs, width, slot) in enumerate(zip(self.jobs, self.width, self.slot, strict=True)):
-            general = self.pair_coef[r]
-            if general is None:
-                out.append((jobs, width, slot))
-            else:
-                weights = tuple(self._general_weights[r])
-                out.append((jobs, width, slot, (weights, dict(general), self.rhs[r])))
+        for jobs, width, slot, general in zip(self.jobs, self.width, self.slot, self.general, strict=True):
+            out.append((jobs, width, slot) if general is None else (jobs, width, slot, general))
         return out
 
     def add(
@@ -495,7 +490,7 @@ class _CoverRows:
             self._pairs += [(r, i, k, slot) for i in jobs for k in jobs if i != k]
             self._pair_weight += [1.0] * (len(jobs) * (len(jobs) - 1))
             self.rhs.append(-float(width * (len(jobs) - 1)))
-            self.pair_coef.append(None)
+            self.general.append(None)
             for a in range(len(jobs)):
                 for b in range(a + 1, len(jobs)):
                     self._by_pair.add((jobs[a], jobs[b]), slot, r)
@@ -509,8 +504,7 @@ class _CoverRows:
             self._pair_weight += [coefficient, coefficient]
             self._by_pair.add((i, k), slot, r)
         self.rhs.append(float(rhs))
-        self.pair_coef.append(coefficients)
-        self._general_weights[r] = tuple(float(w) for w in weights)
+        self.general.append((tuple(float(w) for w in weights), coefficients, float(rhs)))
 
     def coefficients(self, lane: Lane, first: int = 0) -> dict[int, float]:
         """The lane's coefficient in each row ``r ≥ first`` that it enters (by ``r``): 1 per slot in
@@ -520,8 +514,8 @@ class _CoverRows:
             return out
         for i, k, lo, hi in _overlaps(lane):  # i < k
             for r in self._by_pair.rows((i, k), lo, hi, first):
-                general = self.pair_coef[int(r)]
-                value = 1.0 if general is None else general[(i, k)]
+                general = self.general[int(r)]
+                value = 1.0 if general is None else general[1][(i, k)]
                 out[int(r)] = out.get(int(r), 0.0) + value
         return out
 

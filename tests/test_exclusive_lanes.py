@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from scipy.optimize import linprog
 
 from formulation import lanes
 from formulation.discretize import SlottedProblem, choose_slot, discretize
@@ -64,8 +65,6 @@ def test_a_configuration_row_holds_for_every_set_that_fits_and_cuts_the_point() 
         point *= min(1.0, capacity / float(sizes @ point))
         got = _most_violated_configuration(point, sizes, capacity, highspy)
         # is the point a mix of the fitting sets? (an LP over them, the exact answer)
-        from scipy.optimize import linprog
-
         matrix = np.array([[1.0 if j in s else 0.0 for s in fitting] for j in range(count)])
         mix = linprog(
             np.zeros(len(fitting)),
