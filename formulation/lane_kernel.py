@@ -8,7 +8,9 @@ same order (first index on ties, ``>`` where numpy's masks use ``>``), the same 
 operations. Unlike the numpy pass it skips what cannot reach a lane: jobs that may not start at a slot,
 runs longer than a job's ``max_slots``, starts whose run would be too long, partners that may not share
 (one pricing on random duals 2-2.7× faster at 24-50 jobs on 8 GPUs; the pricing of a whole column
-generation 1.3-2.1×). So it returns the same ends and the same values and back-pointers in every state a
+generation 1.3-2.1×), and all nesting and handover work for a job no partner may share with (where no
+pair may share, ``C = 1``, the pass is then a walk over alone runs: 63 → 7 ms per pricing at 16 jobs
+on 8 GPUs). So it returns the same ends and the same values and back-pointers in every state a
 lane can use (reachable, no longer than its job's ``max_slots``) bit for bit, and may differ only in
 unreachable states, which no lane reads (a test compares them on random duals). Without numba,
 :data:`AVAILABLE` is False and the numpy pass runs.
@@ -75,6 +77,14 @@ def _forward(
     prefix = np.empty((n, size, size))
     prefix_arg = np.zeros((n, size, size), dtype=np.int64)
     first = np.zeros((n, size), dtype=np.int64)
+    # a job no partner may share with never nests one nor hands over: its nested and handover work
+    # (most of a pass where no pair may share, C = 1 or memory) is skipped, its states are the same
+    partnered = np.zeros(n, dtype=np.bool_)
+    for i in range(n):
+        for k in range(n):
+            if shareable[i, k] or shareable[k, i]:
+                partnered[i] = True
+    any_nested = np.zeros(n, dtype=np.bool_)
     for t in range(horizon + 1):
         lo = max(0, t - max_run)
         width = t - lo + 1
@@ -138,11 +148,14 @@ def _forward(
         # nested: k starts at t and ends at E while i runs on (k shared its whole run); only k that may
         # start at t, and only its run lengths
         for i in range(n):
+            any_nested[i] = False
+            if not partnered[i]:
+                continue
             for e in range(length):
                 nested[i, e] = NEG
                 best_k[i, e] = 0
         for k in range(n):
-            if not start_ok[k, t]:
+            if not start_ok[k, t] or not partnered[k]:
                 continue
             e_hi = min(length, max_slots[k])
             for e in range(e_hi):
@@ -151,7 +164,7 @@ def _forward(
                     continue
                 duration = e + 1
                 for i in range(n):
-                    if not duration >= nested_min_t[i, k]:
+                    if not shareable[i, k] or not duration >= nested_min_t[i, k]:
                         continue
                     g = v - pair_cost[i, k] * duration
                     if has_bonus:
@@ -159,7 +172,10 @@ def _forward(
                     if g > nested[i, e]:
                         nested[i, e] = g
                         best_k[i, e] = k
+                        any_nested[i] = True
         for i in range(n):
+            if not any_nested[i]:
+                continue
             for s in range(width):
                 if not alive[i, s]:
                     continue
@@ -173,8 +189,10 @@ def _forward(
                         kind[i, lo + s, t + 1 + e] = 2
                         back_a[i, lo + s, t + 1 + e] = t
                         back_b[i, lo + s, t + 1 + e] = best_k[i, e]
-        # handover: k starts at t; i ends at E while k runs on. prefix[i, s, e]: the best start up to s
+        # handover: k starts at t; i ends at E while k runs on. prefix[i, e, s]: the best start up to s (s contiguous)
         for i in range(n):
+            if not partnered[i]:
+                continue  # its prefix is read only for a partner k (shareable[i, k])
             for e in range(min(length, max_slots[i])):
                 run_max = -math.inf
                 run_arg = -1
@@ -185,10 +203,10 @@ def _forward(
                         run_max = b
                     if b >= run_max:
                         run_arg = s
-                    prefix[i, s, e] = run_max
-                    prefix_arg[i, s, e] = run_arg
+                    prefix[i, e, s] = run_max
+                    prefix_arg[i, e, s] = run_arg
         for k in range(n):
-            if not start_ok[k, t]:
+            if not start_ok[k, t] or not partnered[k]:
                 continue
             for e in range(min(length, max_slots[k])):
                 duration = e + 1
@@ -202,7 +220,7 @@ def _forward(
                     index = min(max(threshold - lo, -1), width - 1)
                     if index < first[i, e]:
                         continue
-                    reach = prefix[i, index, e]
+                    reach = prefix[i, e, index]
                     h = reach - pair_cost[i, k] * duration
                     if has_bonus:
                         h = h + (bonus[i, k, t + 1 + e] - bonus[i, k, t])
@@ -216,7 +234,7 @@ def _forward(
                     back_a[k, t, t + 1 + e] = arg
                     threshold = math.floor((t + 1 + e) - work[arg] - one_minus[arg, k] * duration + 1e-9)
                     safe = max(min(max(threshold - lo, -1), width - 1), 0)
-                    back_b[k, t, t + 1 + e] = lo + prefix_arg[arg, safe, e]
+                    back_b[k, t, t + 1 + e] = lo + prefix_arg[arg, e, safe]
         if idle[t] > idle[t + 1]:
             idle[t + 1] = idle[t]
             idle_end[t + 1, 0] = -1
@@ -224,8 +242,141 @@ def _forward(
     return ends_value, ends_arg, kind, back_a, back_b, idle_end, carry
 
 
+def _exclusive_forward(
+    value: np.ndarray, bit: np.ndarray, bits: int, max_slots: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The lane DP where no pair may share (``C = 1``): a lane is a sequence of alone runs, and no
+    tracked job runs twice in it (``bit[j]``: its bit in the label's set, ``-1`` untracked).
+
+    ``F[t, m]``: the best lane prefix with the GPU free at ``t`` whose tracked jobs are the set ``m``;
+    labels in order of ``t``, then ``m``; a label one of whose subsets (one tracked job fewer) is worth
+    at least as much at ``t`` is not extended (every lane it leads to, that subset leads to as well).
+    Returns ``ends_value[j]`` (the best lane whose last run is ``j``'s), ``ends_at[j] = (S, E, m)``, and
+    the back-pointers ``back_job[t, m]`` (``-1``: idle from ``t − 1``), ``back_start``, ``back_mask``.
+    :func:`exclusive_forward_numpy` is the same pass in numpy, with the same numbers.
+    """
+    n = value.shape[0]
+    horizon = value.shape[1] - 1
+    size = horizon + 1
+    masks = 1 << bits
+    label = np.full((size, masks), NEG)
+    back_job = np.full((size, masks), -1, dtype=np.int64)
+    back_start = np.zeros((size, masks), dtype=np.int64)
+    back_mask = np.zeros((size, masks), dtype=np.int64)
+    ends_value = np.full(n, NEG)
+    ends_at = np.full((n, 3), -1, dtype=np.int64)
+    label[0, 0] = 0.0
+    for t in range(horizon):
+        for mask in range(masks):
+            f = label[t, mask]
+            if f <= REACHABLE:
+                continue
+            dominated = False
+            for b in range(bits):
+                if (mask >> b) & 1 and label[t, mask ^ (1 << b)] >= f:
+                    dominated = True
+                    break
+            if dominated:
+                continue
+            for j in range(n):
+                b = bit[j]
+                if b >= 0 and (mask >> b) & 1:
+                    continue
+                nm = mask | (1 << b) if b >= 0 else mask
+                top = -math.inf
+                arg = -1
+                for e in range(t + 1, min(horizon, t + max_slots[j]) + 1):
+                    v = value[j, t, e]
+                    if v <= REACHABLE:
+                        continue
+                    c = f + v
+                    if c > label[e, nm]:
+                        label[e, nm] = c
+                        back_job[e, nm] = j
+                        back_start[e, nm] = t
+                        back_mask[e, nm] = mask
+                    if c > top:
+                        top = c
+                        arg = e
+                if arg >= 0 and top > ends_value[j]:
+                    ends_value[j] = top
+                    ends_at[j, 0] = t
+                    ends_at[j, 1] = arg
+                    ends_at[j, 2] = mask
+            if f > label[t + 1, mask]:
+                label[t + 1, mask] = f
+                back_job[t + 1, mask] = -1
+    return ends_value, ends_at, back_job, back_start, back_mask
+
+
+def exclusive_forward_numpy(
+    value: np.ndarray, bit: np.ndarray, bits: int, max_slots: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_exclusive_forward` in numpy (the pass a solve uses until the compiled one is ready): one
+    label at a time, its runs at once. The same comparisons in the same order, so the same numbers."""
+    n = value.shape[0]
+    horizon = value.shape[1] - 1
+    size = horizon + 1
+    masks = 1 << bits
+    label = np.full((size, masks), NEG)
+    back_job = np.full((size, masks), -1, dtype=np.int64)
+    back_start = np.zeros((size, masks), dtype=np.int64)
+    back_mask = np.zeros((size, masks), dtype=np.int64)
+    ends_value = np.full(n, NEG)
+    ends_at = np.full((n, 3), -1, dtype=np.int64)
+    label[0, 0] = 0.0
+    tracked = bit >= 0
+    flags = np.where(tracked, np.left_shift(1, np.maximum(bit, 0)), 0)
+    max_run = int(max_slots.max()) if n else 0
+    for t in range(horizon):
+        hi = min(horizon, t + max_run)
+        ends = np.arange(t + 1, hi + 1)
+        runs = value[:, t, t + 1 : hi + 1]  # [j, e]
+        usable = (runs > REACHABLE) & ((ends - t)[None, :] <= max_slots[:, None])
+        for mask in np.nonzero(label[t] > REACHABLE)[0]:
+            f = label[t, mask]
+            subsets = [mask ^ (1 << b) for b in range(bits) if (mask >> b) & 1]
+            if subsets and np.any(label[t, subsets] >= f):
+                continue
+            allowed = usable & ((flags & mask) == 0)[:, None]
+            cand = np.where(allowed, f + runs, -math.inf)
+            if not np.any(allowed):
+                if f > label[t + 1, mask]:
+                    label[t + 1, mask] = f
+                    back_job[t + 1, mask] = -1
+                continue
+            # untracked jobs keep the set: per end, the first best job
+            loose = cand[~tracked]
+            if loose.shape[0]:
+                who = np.nonzero(~tracked)[0]
+                pick = loose.argmax(axis=0)
+                best = loose[pick, np.arange(len(ends))]
+                better = best > label[ends, mask]
+                label[ends[better], mask] = best[better]
+                back_job[ends[better], mask] = who[pick[better]]
+                back_start[ends[better], mask] = t
+                back_mask[ends[better], mask] = mask
+            for j in np.nonzero(tracked & allowed.any(axis=1))[0]:
+                nm = mask | int(flags[j])
+                better = cand[j] > label[ends, nm]
+                label[ends[better], nm] = cand[j][better]
+                back_job[ends[better], nm] = j
+                back_start[ends[better], nm] = t
+                back_mask[ends[better], nm] = mask
+            tops = cand.max(axis=1)
+            args = cand.argmax(axis=1)
+            for j in np.nonzero(tops > ends_value)[0]:
+                ends_value[j] = tops[j]
+                ends_at[j] = (t, int(ends[args[j]]), mask)
+            if f > label[t + 1, mask]:
+                label[t + 1, mask] = f
+                back_job[t + 1, mask] = -1
+    return ends_value, ends_at, back_job, back_start, back_mask
+
+
 _lock = threading.Lock()
 _compiled: Any = None  # the numba dispatcher, once made
+_compiled_exclusive: Any = None
 
 
 def _dispatcher() -> Any:
@@ -238,6 +389,17 @@ def _dispatcher() -> Any:
 
             _compiled = numba.njit(cache=True, nogil=True)(_forward)
         return _compiled
+
+
+def _exclusive_dispatcher() -> Any:
+    """The numba dispatcher of :func:`_exclusive_forward` (as :func:`_dispatcher`)."""
+    global _compiled_exclusive
+    with _lock:
+        if _compiled_exclusive is None:
+            import numba
+
+            _compiled_exclusive = numba.njit(cache=True, nogil=True)(_exclusive_forward)
+        return _compiled_exclusive
 
 
 def compile_now() -> bool:
@@ -258,6 +420,7 @@ def compile_now() -> bool:
         np.zeros((1, 1, 1)),
         False,
     )
+    _exclusive_dispatcher()(np.full((1, 2, 2), NEG), np.full(1, -1, dtype=np.int64), 0, np.ones(1, dtype=np.int64))
     return True
 
 
@@ -270,10 +433,17 @@ def ready() -> bool:
 
 
 _background = BackgroundCompile(
-    "lane-kernel-compile", compile_now, lambda: _compiled is not None and bool(_compiled.signatures)
+    "lane-kernel-compile",
+    compile_now,
+    lambda: all(kernel is not None and bool(kernel.signatures) for kernel in (_compiled, _compiled_exclusive)),
 )
 
 
 def forward(*arrays: Any) -> Any:
     """Run the compiled pass (call :func:`ready` or :func:`compile_now` first)."""
     return _dispatcher()(*arrays)
+
+
+def exclusive_forward(*arrays: Any) -> Any:
+    """Run the compiled exclusive pass, :func:`_exclusive_forward` (call :func:`ready` first)."""
+    return _exclusive_dispatcher()(*arrays)

@@ -43,8 +43,11 @@ is checked; ``k`` continues as the running job). Every real lane (at most two jo
 path. The DP prices a superset of the lanes (a job's losses before its last partner are charged by the
 progress row's dual rather than checked in the column; a job may appear twice in one lane), so its
 optimum bounds the true pricing problem and the Lagrangian bound ``z_RMP + #GPUs · min(0, rc)`` holds
-after any round. Columns of the superset are valid in the master for the same reason: the LP over them
-is a relaxation of the LP over real lanes.
+after any round. Where no pair may share (``C = 1``) the lanes are sequences of alone runs and the
+exclusive pass prices them instead (:meth:`_LanePricing._price_exclusive`): a DP over (slot, the gangs
+run so far) that never runs a gang twice in one lane, still a superset of the real lanes. Columns of
+the superset are valid in the master for the same reason: the LP over them is a relaxation of the LP
+over real lanes.
 """
 
 from __future__ import annotations
@@ -75,6 +78,11 @@ SEPARATION_GAP = 0.01
 LANE_PRICINGS = ("fast", "progress")
 """The lane DPs :func:`lane_bound` takes (``pricing``)."""
 DEFAULT_MAX_LANE_STATES = 12_000_000
+
+MAX_TRACKED_JOBS = 10
+"""Where no pair may share, the pricing keeps at most this many gangs (the widest, longest first) out of
+a second run in one lane (:func:`formulation.lane_kernel._exclusive_forward`: its labels are sets of
+them, so its time grows with ``2^count``)."""
 """Above this many DP cells (``jobs × (T+1)²``, about 26 bytes each) the lane bound is skipped."""
 
 
@@ -431,6 +439,9 @@ class _CoverRows:
     MAX_NEW_ROWS = 400
     """Rows added per separation at most (the most violated first)."""
 
+    KEPT_SETS = 200
+    """Fitting sets kept per slot to start the next configuration separation there (the latest)."""
+
     def __init__(self, data: LaneData, sets: bool = True) -> None:
         self.data = data
         self.sets = sets  # look for sets of three or more jobs too (pairs always)
@@ -453,6 +464,9 @@ class _CoverRows:
         # r -> (a by the row's jobs, b by pair i < k, rhs) for a general row, None for a cover row
         self.general: list[tuple[tuple[float, ...], dict[tuple[int, int], float], float] | None] = []
         self._flat: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        # t -> the sets that fit which the last configuration separation at t priced: the next one there
+        # starts its LP with them (the LP point moves little between rounds)
+        self._fitting_sets: dict[int, list[tuple[int, ...]]] = {}
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -602,7 +616,9 @@ class _CoverRows:
             point = running[:, t]
             key = point.tobytes()
             if key not in seen:
-                seen[key] = _most_violated_configuration(point, data.num_gpus, data.gpus, highspy)
+                sets = self._fitting_sets.get(t, [])
+                seen[key] = _most_violated_configuration(point, data.num_gpus, data.gpus, highspy, sets)
+                self._fitting_sets[t] = sets[-self.KEPT_SETS :]
             got = seen[key]
             if got is not None:
                 violation, jobs, coefficients, rhs = got
@@ -698,14 +714,17 @@ def _knapsack_best(values: np.ndarray, sizes: np.ndarray, capacity: int) -> tupl
 
 
 def _most_violated_configuration(
-    point: np.ndarray, gpus: np.ndarray, capacity: int, highspy: Any
+    point: np.ndarray, gpus: np.ndarray, capacity: int, highspy: Any, sets: list[tuple[int, ...]] | None = None
 ) -> tuple[float, tuple[int, ...], tuple[float, ...], float] | None:
     """The row ``Σ_j a_j·P_j ≤ K(a)`` most violated at ``point`` (``a ∈ [0, 1]`` on the running jobs,
     ``K(a)`` the knapsack's exact optimum), as ``(violation, jobs, a, K(a))``, or ``None``.
 
     The LP ``max a·P − ρ`` subject to ``a·x ≤ ρ`` for the sets ``x`` found so far is solved (HiGHS, warm
     from the previous set), the knapsack prices the set that most exceeds ``ρ``, and the set joins until
-    none does (then ``ρ = K(a)``)."""
+    none does (then ``ρ = K(a)``). ``sets``: sets of jobs that fit (each job's index in ``point``),
+    whose parts among the running jobs start the LP; the sets this LP priced are appended to it.
+    Starting from more sets only saves knapsack rounds: the LP ends over the same hull, so the violation
+    found is the same (the row may be another of its optima)."""
     active = np.nonzero(point > 1e-7)[0]
     if gpus[active].sum() <= capacity or active.size < 2:
         return None
@@ -721,6 +740,11 @@ def _most_violated_configuration(
     rho_column = np.int32(count)
     for j in range(count):  # each running job alone
         h.addRow(-inf, 0.0, 2, np.array([j, rho_column], dtype=np.int32), np.array([1.0, -1.0]))
+    position = {int(job): p for p, job in enumerate(active)}
+    known = {tuple(position[j] for j in chosen if j in position) for chosen in sets or ()}
+    for part in sorted(part for part in known if len(part) >= 2):
+        index = np.array([*part, count], dtype=np.int32)
+        h.addRow(-inf, 0.0, index.size, index, np.concatenate([np.ones(len(part)), [-1.0]]))
     a = np.zeros(count)
     for _ in range(CONFIGURATION_ROUNDS):
         h.run()
@@ -733,6 +757,8 @@ def _most_violated_configuration(
             break
         index = np.array([*chosen, count], dtype=np.int32)
         h.addRow(-inf, 0.0, index.size, index, np.concatenate([np.ones(len(chosen)), [-1.0]]))
+        if sets is not None:
+            sets.append(tuple(int(active[p]) for p in chosen))
     a = np.where(a > 1e-9, a, 0.0)
     top, _ = _knapsack_best(a, sizes, capacity)
     violation = float(a @ values) - top
@@ -1181,6 +1207,15 @@ class _Master:
 # --- pricing -------------------------------------------------------------------------------------
 
 
+def tracked_jobs(data: LaneData, most: int) -> list[int]:
+    """The jobs the exclusive pricing keeps from running twice in one lane: the gangs, at most ``most``
+    (most GPU-slots of work first). A gang time-sliced in one lane is where the exclusive lanes' LP gains
+    most from repeats; tracking one-GPU jobs as well multiplies the labels (short jobs fit in many
+    subsets) for little (docs/oracle.md, "Elementary lanes for exclusive GPUs")."""
+    gangs = [j for j in range(data.n) if data.num_gpus[j] >= 2]
+    return sorted(gangs, key=lambda j: (-data.num_gpus[j] * data.work[j], j))[:most]
+
+
 class _LanePricing:
     """The lane DP (module docstring) for one set of duals.
 
@@ -1207,6 +1242,10 @@ class _LanePricing:
         self.n = n
         self._valid_base, self._start_base = self.valid_run, self.start_ok
         self.compiled = True  # the numba pass where installed (formulation.lane_kernel)
+        # where no pair may share, a lane is a sequence of alone runs: priced by the exclusive pass,
+        # which also keeps the tracked jobs from running twice in one lane
+        self.exclusive = not bool(data.shareable.any())
+        self.tracked = tracked_jobs(data, MAX_TRACKED_JOBS) if self.exclusive else []
 
     def restrict(self, window: Window) -> None:
         """Run job ``j`` only inside ``window`` (a branch-and-bound node)."""
@@ -1223,6 +1262,8 @@ class _LanePricing:
         bonus = self._bonus(duals)
         value = duals.alpha[:, :, None] + duals.beta[:, None, :] + eta[:, None, None] * self.length
         value = np.where(self.valid_run, value, NEG)
+        if self.exclusive:
+            return self._price_exclusive(value, want)
         loss = 1.0 - data.sigma
         pair_cost = np.where(data.shareable, eta[:, None] * loss + eta[None, :] * loss.T, np.inf)
         run = self._forward(value, pair_cost, bonus)
@@ -1235,6 +1276,42 @@ class _LanePricing:
                 break
             start, end = ends_arg[j]
             lanes.append(self._backtrack(int(j), int(start), int(end)))
+        return max(best, 0.0), lanes
+
+    def _price_exclusive(self, value: np.ndarray, want: int) -> tuple[float, list[Lane]]:
+        """:meth:`price` where no pair may share: the exclusive pass (compiled where ready, else its numpy
+        twin, same numbers), whose lanes hold no tracked job twice. No lane shares, so the cover rows'
+        share bonuses never apply; their running prices are in ``value`` already."""
+        data = self.data
+        bit = np.full(self.n, -1, dtype=np.int64)
+        for b, j in enumerate(self.tracked):
+            bit[j] = b
+        arrays = (
+            np.ascontiguousarray(value, dtype=np.float64),
+            bit,
+            len(self.tracked),
+            np.ascontiguousarray(data.max_slots, dtype=np.int64),
+        )
+        if self.compiled and lane_kernel.ready():
+            ends_value, ends_at, back_job, back_start, back_mask = lane_kernel.exclusive_forward(*arrays)
+        else:
+            ends_value, ends_at, back_job, back_start, back_mask = lane_kernel.exclusive_forward_numpy(*arrays)
+        best = float(ends_value.max()) if self.n else 0.0
+        lanes = []
+        for j in np.argsort(-ends_value, kind="stable")[:want]:
+            if ends_value[j] <= REACHABLE:
+                break
+            start, end, mask = (int(v) for v in ends_at[j])
+            runs = [(int(j), start, end)]
+            t = start
+            while t > 0:
+                job = int(back_job[t, mask])
+                if job < 0:
+                    t -= 1
+                    continue
+                runs.append((job, int(back_start[t, mask]), t))
+                t, mask = int(back_start[t, mask]), int(back_mask[t, mask])
+            lanes.append(lane_of_runs(data, runs))
         return max(best, 0.0), lanes
 
     def _bonus(self, duals: Duals) -> np.ndarray | None:

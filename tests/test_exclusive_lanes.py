@@ -86,6 +86,38 @@ def test_a_configuration_row_holds_for_every_set_that_fits_and_cuts_the_point() 
     assert cut_off >= 5  # the sample reaches points outside the hull
 
 
+def test_a_separation_started_from_known_sets_finds_the_same_violation() -> None:
+    # the sets a slot's earlier separations priced start the next one there: fewer knapsack rounds,
+    # the same hull, so the same violation, and a row that still holds for every set that fits
+    import highspy
+
+    rng = np.random.default_rng(2)
+    compared = 0
+    for _ in range(40):
+        count = int(rng.integers(4, 8))
+        sizes = rng.choice([1, 2, 4], count)
+        capacity = 4
+        fitting = _fitting_sets(sizes, capacity)
+        pool: list[tuple[int, ...]] = []
+        for _ in range(3):  # the same slot over three rounds: the point moves a little
+            point = rng.uniform(0, 1, count)
+            point *= min(1.0, capacity / float(sizes @ point))
+            point[rng.random(count) < 0.2] = 0.0  # jobs not running: the pool's sets are cut to the rest
+            before = len(pool)
+            fresh = _most_violated_configuration(point, sizes, capacity, highspy)
+            seeded = _most_violated_configuration(point, sizes, capacity, highspy, pool)
+            assert (fresh is None) == (seeded is None)
+            assert all(sizes[list(chosen)].sum() <= capacity for chosen in pool[before:])
+            if fresh is None or seeded is None:
+                continue
+            assert seeded[0] == pytest.approx(fresh[0], abs=1e-7)
+            a = np.zeros(count)
+            a[list(seeded[1])] = seeded[2]
+            assert all(a[list(chosen)].sum() <= seeded[3] + 1e-9 for chosen in fitting)
+            compared += before > 0
+    assert compared >= 10  # separations that started from earlier sets
+
+
 def _problem(seed: int) -> SlottedProblem:
     instance = generate_instance(7, 1, 4, seed, capacity=1)
     problem = discretize(instance, slot=choose_slot(instance, 30))
@@ -157,3 +189,91 @@ def test_solve_bounds_exclusive_instances_with_the_lanes() -> None:
         assert "skipped" not in str(result.stats["lane_bound"]["status"])
         optima[solver] = round(result.objective / slot)
     assert optima["cpsat"] == optima["bnp"]
+
+
+def _random_value(pricer: lanes._LanePricing, rng: np.random.Generator) -> np.ndarray:
+    """A pricing's ``value[j, S, E]`` at random duals, as :meth:`_LanePricing.price` builds it."""
+    data = pricer.data
+    shape = (data.n, data.horizon + 1)
+    duals = lanes.Duals(rng.normal(0, 3, shape), rng.normal(0, 3, shape), rng.uniform(0, 2, data.n))
+    value = duals.alpha[:, :, None] + duals.beta[:, None, :] + duals.eta[:, None, None] * pricer.length
+    return np.where(pricer.valid_run, value, lanes.NEG)
+
+
+def _best_lanes_by_brute_force(value: np.ndarray, max_slots: np.ndarray, tracked: set[int]) -> np.ndarray:
+    """``[j]``: the best lane whose last run is ``j``'s, over every sequence of alone runs in which no
+    tracked job runs twice: a search over (free slot, tracked jobs used)."""
+    n, horizon = value.shape[0], value.shape[1] - 1
+    best = np.full(n, -np.inf)
+
+    def walk(t: int, used: frozenset[int], total: float) -> None:
+        for s in range(t, horizon):
+            for j in range(n):
+                if j in used:
+                    continue
+                for e in range(s + 1, min(horizon, s + int(max_slots[j])) + 1):
+                    if value[j, s, e] <= lanes.REACHABLE:
+                        continue
+                    here = total + value[j, s, e]
+                    best[j] = max(best[j], here)
+                    walk(e, used | {j} if j in tracked else used, here)
+
+    walk(0, frozenset(), 0.0)
+    return best
+
+
+def test_the_exclusive_pricing_finds_the_best_lane_with_no_tracked_job_twice() -> None:
+    # three jobs on a short horizon: every lane enumerated. With all jobs tracked the pricing's lanes
+    # are exactly the real ones (each job at most once); with none tracked, repeats are allowed
+    instance = generate_instance(3, 1, 2, 4, capacity=1, duration_range=(60.0, 240.0))
+    problem = discretize(instance, slot=60.0)
+    problem = problem.with_upper_bound(warm_start(problem))
+    data = LaneData.from_problem(problem, problem.horizon)
+    pricer = lanes._LanePricing(data)
+    assert pricer.exclusive
+    assert data.horizon <= 14
+    rng = np.random.default_rng(3)
+    repeats_paid = 0
+    for _ in range(6):
+        value = _random_value(pricer, rng)
+        every = set(range(data.n))
+        for tracked in (sorted(every), []):
+            bit = np.full(data.n, -1, dtype=np.int64)
+            for b, j in enumerate(tracked):
+                bit[j] = b
+            ends_value = lanes.lane_kernel.exclusive_forward_numpy(value, bit, len(tracked), data.max_slots)[0]
+            brute = _best_lanes_by_brute_force(value, data.max_slots, set(tracked))
+            reached = brute > -np.inf
+            assert np.array_equal(ends_value > lanes.REACHABLE, reached)
+            assert np.allclose(ends_value[reached], brute[reached], atol=1e-9)
+            if not tracked:
+                elementary = _best_lanes_by_brute_force(value, data.max_slots, every)
+                repeats_paid += int(np.any(brute[reached] > elementary[reached] + 1e-9))
+    assert repeats_paid > 0  # the duals make some job worth running twice: the tracking is what stops it
+
+
+@pytest.mark.skipif(not lanes.lane_kernel.AVAILABLE, reason="numba not installed (pip install 'duetto[fast]')")
+@pytest.mark.parametrize("seed", [1, 9])
+def test_the_compiled_exclusive_pass_is_its_numpy_twin(seed: int) -> None:
+    assert lanes.lane_kernel.compile_now() and lanes.lane_kernel.ready()
+    problem = _problem(seed)
+    data = LaneData.from_problem(problem, problem.horizon)
+    pricer = lanes._LanePricing(data)
+    assert pricer.exclusive and sorted(pricer.tracked) == [j for j in range(data.n) if data.num_gpus[j] >= 2]
+    rng = np.random.default_rng(seed)
+    duals_list = []
+    for _ in range(4):
+        shape = (data.n, data.horizon + 1)
+        duals_list.append(lanes.Duals(rng.normal(0, 3, shape), rng.normal(0, 3, shape), rng.uniform(0, 2, data.n)))
+    for duals in duals_list:
+        pricer.compiled = False
+        top_numpy, lanes_numpy = pricer.price(duals, data.n)
+        pricer.compiled = True
+        top, found = pricer.price(duals, data.n)
+        assert top == top_numpy
+        assert [lane.key() for lane in found] == [lane.key() for lane in lanes_numpy]
+        for lane in found:  # real exclusive lanes: runs one after the other, no tracked job twice
+            runs = sorted((e.start, e.end, e.job) for e in lane.entries)
+            assert all(a[1] <= b[0] for a, b in itertools.pairwise(runs))
+            jobs = [e.job for e in lane.entries if e.job in pricer.tracked]
+            assert len(jobs) == len(set(jobs))

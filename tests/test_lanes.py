@@ -468,22 +468,25 @@ def test_a_master_solve_that_highs_ends_unknown_is_solved_again_from_scratch() -
 
 
 @pytest.mark.skipif(not lane_kernel.AVAILABLE, reason="numba not installed (pip install 'duetto[fast]')")
-@pytest.mark.parametrize(("jobs", "gpus", "seed"), [(7, 4, 0), (12, 4, 1)])
-def test_the_compiled_pricing_pass_is_the_numpy_pass(jobs: int, gpus: int, seed: int) -> None:
+@pytest.mark.parametrize(("jobs", "gpus", "seed", "capacity"), [(7, 4, 0, 2), (12, 4, 1, 2), (9, 4, 2, 1)])
+def test_the_compiled_pricing_pass_is_the_numpy_pass(jobs: int, gpus: int, seed: int, capacity: int) -> None:
     # same lanes, same values, same back-pointers in every state a lane can use, bit for bit: the
     # compiled pass may take over at any round of a solve without changing a number. It skips states no
-    # lane can reach (longer than the job's max_slots, or never reached), so only those may differ.
+    # lane can reach (longer than the job's max_slots, or never reached), and the nesting and handover
+    # work of jobs no partner may share with (memory pressure here; every job at capacity 1), so only
+    # unreachable states may differ.
     assert lane_kernel.compile_now()
-    instance = generate_instance(jobs, 1, gpus, seed, memory_pressure=0.6)
+    instance = generate_instance(jobs, 1, gpus, seed, memory_pressure=0.6, capacity=capacity)
     problem = discretize(instance)
     problem = problem.with_upper_bound(warm_start(problem))
     data = LaneData.from_problem(problem, problem.horizon)
     covers = _every_cover_row(data, largest=2)
     pricer = _LanePricing(data, covers)
+    pricer.exclusive = False  # the general pass, also where no pair may share (tests/test_exclusive_lanes.py)
     rng = np.random.default_rng(seed)
     for trial in range(5):
         duals = _random_duals(data, rng)
-        if trial == 4:  # the cover rows' share bonuses
+        if trial == 4 and capacity > 1:  # the cover rows' share bonuses
             assert len(covers) > 0
             duals = Duals(duals.alpha, duals.beta, duals.eta, rng.uniform(0, 2, len(covers)))
         if trial == 3:  # a branch-and-bound node's windows
