@@ -9,8 +9,8 @@ operations. Unlike the numpy pass it skips what cannot reach a lane: jobs that m
 runs longer than a job's ``max_slots``, starts whose run would be too long, partners that may not share
 (one pricing on random duals 2-2.7× faster at 24-50 jobs on 8 GPUs; the pricing of a whole column
 generation 1.3-2.1×), and all nesting and handover work for a job no partner may share with (where no
-pair may share, ``C = 1``, the pass is then a walk over alone runs: 63 → 7 ms per pricing at 16 jobs
-on 8 GPUs). So it returns the same ends and the same values and back-pointers in every state a
+pair may share, ``C = 1``: 63 → 7 ms per pricing at 16 jobs on 8 GPUs; the pricing there now uses
+:func:`_exclusive_forward` instead). So it returns the same ends and the same values and back-pointers in every state a
 lane can use (reachable, no longer than its job's ``max_slots``) bit for bit, and may differ only in
 unreachable states, which no lane reads (a test compares them on random duals). Without numba,
 :data:`AVAILABLE` is False and the numpy pass runs.

@@ -78,12 +78,12 @@ SEPARATION_GAP = 0.01
 LANE_PRICINGS = ("fast", "progress")
 """The lane DPs :func:`lane_bound` takes (``pricing``)."""
 DEFAULT_MAX_LANE_STATES = 12_000_000
+"""Above this many DP cells (``jobs × (T+1)²``, about 26 bytes each) the lane bound is skipped."""
 
 MAX_TRACKED_JOBS = 10
-"""Where no pair may share, the pricing keeps at most this many gangs (the widest, longest first) out of
-a second run in one lane (:func:`formulation.lane_kernel._exclusive_forward`: its labels are sets of
-them, so its time grows with ``2^count``)."""
-"""Above this many DP cells (``jobs × (T+1)²``, about 26 bytes each) the lane bound is skipped."""
+"""Where no pair may share, the pricing keeps at most this many gangs (most GPU-slots of work first,
+:func:`tracked_jobs`) out of a second run in one lane (:func:`formulation.lane_kernel._exclusive_forward`:
+its labels are sets of them, so its time grows with ``2^count``)."""
 
 
 @dataclass(frozen=True)
