@@ -242,30 +242,51 @@ def _forward(
     return ends_value, ends_arg, kind, back_a, back_b, idle_end, carry
 
 
+def exclusive_arrays(
+    jobs: int, horizon: int, bits: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The exclusive pass's arrays, as both passes start them: ``label[t, m]`` (only the empty lane at
+    ``(0, ∅)``), the back-pointers ``back_job`` (``-1``), ``back_start``, ``back_mask``, ``ends_value``
+    and ``ends_at`` (``(S, E, m)``, ``-1`` where none)."""
+    size, masks = horizon + 1, 1 << bits
+    label = np.full((size, masks), NEG)
+    label[0, 0] = 0.0
+    return (
+        label,
+        np.full((size, masks), -1, dtype=np.int64),
+        np.zeros((size, masks), dtype=np.int64),
+        np.zeros((size, masks), dtype=np.int64),
+        np.full(jobs, NEG),
+        np.full((jobs, 3), -1, dtype=np.int64),
+    )
+
+
 def _exclusive_forward(
-    value: np.ndarray, bit: np.ndarray, bits: int, max_slots: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    value: np.ndarray,
+    bit: np.ndarray,
+    bits: int,
+    max_slots: np.ndarray,
+    label: np.ndarray,
+    back_job: np.ndarray,
+    back_start: np.ndarray,
+    back_mask: np.ndarray,
+    ends_value: np.ndarray,
+    ends_at: np.ndarray,
+) -> None:
     """The lane DP where no pair may share (``C = 1``): a lane is a sequence of alone runs, and no
     tracked job runs twice in it (``bit[j]``: its bit in the label's set, ``-1`` untracked).
 
     ``F[t, m]``: the best lane prefix with the GPU free at ``t`` whose tracked jobs are the set ``m``;
     labels in order of ``t``, then ``m``; a label one of whose subsets (one tracked job fewer) is worth
     at least as much at ``t`` is not extended (every lane it leads to, that subset leads to as well).
-    Returns ``ends_value[j]`` (the best lane whose last run is ``j``'s), ``ends_at[j] = (S, E, m)``, and
-    the back-pointers ``back_job[t, m]`` (``-1``: idle from ``t − 1``), ``back_start``, ``back_mask``.
-    :func:`exclusive_forward_numpy` is the same pass in numpy, with the same numbers.
+    Fills the arrays of :func:`exclusive_arrays` in place: ``ends_value[j]`` (the best lane whose last
+    run is ``j``'s), ``ends_at[j] = (S, E, m)``, and the back-pointers ``back_job[t, m]`` (``-1``: idle
+    from ``t − 1``), ``back_start``, ``back_mask``. :func:`exclusive_forward_numpy` is the same pass in
+    numpy, with the same numbers.
     """
     n = value.shape[0]
     horizon = value.shape[1] - 1
-    size = horizon + 1
-    masks = 1 << bits
-    label = np.full((size, masks), NEG)
-    back_job = np.full((size, masks), -1, dtype=np.int64)
-    back_start = np.zeros((size, masks), dtype=np.int64)
-    back_mask = np.zeros((size, masks), dtype=np.int64)
-    ends_value = np.full(n, NEG)
-    ends_at = np.full((n, 3), -1, dtype=np.int64)
-    label[0, 0] = 0.0
+    masks = label.shape[1]
     for t in range(horizon):
         for mask in range(masks):
             f = label[t, mask]
@@ -306,7 +327,6 @@ def _exclusive_forward(
             if f > label[t + 1, mask]:
                 label[t + 1, mask] = f
                 back_job[t + 1, mask] = -1
-    return ends_value, ends_at, back_job, back_start, back_mask
 
 
 def exclusive_forward_numpy(
@@ -316,15 +336,7 @@ def exclusive_forward_numpy(
     label at a time, its runs at once. The same comparisons in the same order, so the same numbers."""
     n = value.shape[0]
     horizon = value.shape[1] - 1
-    size = horizon + 1
-    masks = 1 << bits
-    label = np.full((size, masks), NEG)
-    back_job = np.full((size, masks), -1, dtype=np.int64)
-    back_start = np.zeros((size, masks), dtype=np.int64)
-    back_mask = np.zeros((size, masks), dtype=np.int64)
-    ends_value = np.full(n, NEG)
-    ends_at = np.full((n, 3), -1, dtype=np.int64)
-    label[0, 0] = 0.0
+    label, back_job, back_start, back_mask, ends_value, ends_at = exclusive_arrays(n, horizon, bits)
     tracked = bit >= 0
     flags = np.where(tracked, np.left_shift(1, np.maximum(bit, 0)), 0)
     max_run = int(max_slots.max()) if n else 0
@@ -420,7 +432,7 @@ def compile_now() -> bool:
         np.zeros((1, 1, 1)),
         False,
     )
-    _exclusive_dispatcher()(np.full((1, 2, 2), NEG), np.full(1, -1, dtype=np.int64), 0, np.ones(1, dtype=np.int64))
+    exclusive_forward(np.full((1, 2, 2), NEG), np.full(1, -1, dtype=np.int64), 0, np.ones(1, dtype=np.int64))
     return True
 
 
@@ -444,6 +456,13 @@ def forward(*arrays: Any) -> Any:
     return _dispatcher()(*arrays)
 
 
-def exclusive_forward(*arrays: Any) -> Any:
-    """Run the compiled exclusive pass, :func:`_exclusive_forward` (call :func:`ready` first)."""
-    return _exclusive_dispatcher()(*arrays)
+def exclusive_forward(
+    value: np.ndarray, bit: np.ndarray, bits: int, max_slots: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Run the compiled exclusive pass, :func:`_exclusive_forward` (call :func:`ready` first); returns
+    ``(ends_value, ends_at, back_job, back_start, back_mask)`` as :func:`exclusive_forward_numpy` does."""
+    label, back_job, back_start, back_mask, ends_value, ends_at = exclusive_arrays(
+        value.shape[0], value.shape[1] - 1, bits
+    )
+    _exclusive_dispatcher()(value, bit, bits, max_slots, label, back_job, back_start, back_mask, ends_value, ends_at)
+    return ends_value, ends_at, back_job, back_start, back_mask

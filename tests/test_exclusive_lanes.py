@@ -36,6 +36,18 @@ def _fitting_sets(sizes: np.ndarray, capacity: int) -> list[tuple[int, ...]]:
     ]
 
 
+def _random_jobs(rng: np.random.Generator, count: int) -> tuple[np.ndarray, int, list[tuple[int, ...]]]:
+    """``count`` jobs of 1, 2 or 4 GPUs on 4 GPUs: their sizes, the capacity and every set that fits."""
+    sizes = rng.choice([1, 2, 4], count)
+    return sizes, 4, _fitting_sets(sizes, 4)
+
+
+def _random_point(rng: np.random.Generator, sizes: np.ndarray, capacity: int) -> np.ndarray:
+    """A point with the capacity row met (as the lanes always meet it), in the hull or not."""
+    point = rng.uniform(0, 1, len(sizes))
+    return point * min(1.0, capacity / float(sizes @ point))
+
+
 def test_the_knapsack_is_exact() -> None:
     rng = np.random.default_rng(0)
     for _ in range(200):
@@ -57,12 +69,8 @@ def test_a_configuration_row_holds_for_every_set_that_fits_and_cuts_the_point() 
     cut_off = 0
     for _ in range(60):
         count = int(rng.integers(3, 7))
-        sizes = rng.choice([1, 2, 4], count)
-        capacity = 4
-        fitting = _fitting_sets(sizes, capacity)
-        # a point with the capacity row met (as the lanes always meet it), in the hull or not
-        point = rng.uniform(0, 1, count)
-        point *= min(1.0, capacity / float(sizes @ point))
+        sizes, capacity, fitting = _random_jobs(rng, count)
+        point = _random_point(rng, sizes, capacity)
         got = _most_violated_configuration(point, sizes, capacity, highspy)
         # is the point a mix of the fitting sets? (an LP over them, the exact answer)
         matrix = np.array([[1.0 if j in s else 0.0 for s in fitting] for j in range(count)])
@@ -95,13 +103,10 @@ def test_a_separation_started_from_known_sets_finds_the_same_violation() -> None
     compared = 0
     for _ in range(40):
         count = int(rng.integers(4, 8))
-        sizes = rng.choice([1, 2, 4], count)
-        capacity = 4
-        fitting = _fitting_sets(sizes, capacity)
+        sizes, capacity, fitting = _random_jobs(rng, count)
         pool: list[tuple[int, ...]] = []
         for _ in range(3):  # the same slot over three rounds: the point moves a little
-            point = rng.uniform(0, 1, count)
-            point *= min(1.0, capacity / float(sizes @ point))
+            point = _random_point(rng, sizes, capacity)
             point[rng.random(count) < 0.2] = 0.0  # jobs not running: the pool's sets are cut to the rest
             before = len(pool)
             fresh = _most_violated_configuration(point, sizes, capacity, highspy)
