@@ -276,7 +276,7 @@ def _exclusive_forward(
     """The lane DP where no pair may share (``C = 1``): a lane is a sequence of alone runs, and no
     tracked job runs twice in it (``bit[j]``: its bit in the label's set, ``-1`` untracked).
 
-    ``F[t, m]``: the best lane prefix with the GPU free at ``t`` whose tracked jobs are the set ``m``;
+    ``label[t, m]``: the best lane prefix with the GPU free at ``t`` whose tracked jobs are the set ``m``;
     labels in order of ``t``, then ``m``; a label one of whose subsets (one tracked job fewer) is worth
     at least as much at ``t`` is not extended (every lane it leads to, that subset leads to as well).
     Fills the arrays of :func:`exclusive_arrays` in place: ``ends_value[j]`` (the best lane whose last
@@ -352,11 +352,6 @@ def exclusive_forward_numpy(
                 continue
             allowed = usable & ((flags & mask) == 0)[:, None]
             cand = np.where(allowed, f + runs, -math.inf)
-            if not np.any(allowed):
-                if f > label[t + 1, mask]:
-                    label[t + 1, mask] = f
-                    back_job[t + 1, mask] = -1
-                continue
             # untracked jobs keep the set: per end, the first best job
             loose = cand[~tracked]
             if loose.shape[0]:
@@ -387,31 +382,19 @@ def exclusive_forward_numpy(
 
 
 _lock = threading.Lock()
-_compiled: Any = None  # the numba dispatcher, once made
-_compiled_exclusive: Any = None
+_compiled: dict[str, Any] = {}  # a pass's name -> its numba dispatcher, once made
 
 
-def _dispatcher() -> Any:
-    """The numba dispatcher of :func:`_forward` (``nogil``: it runs on the bound thread beside the
-    solver's process and the caller's other threads; ``cache``: compiled once per installation)."""
-    global _compiled
+def _dispatcher(function: Any = _forward) -> Any:
+    """The numba dispatcher of one of the passes, :func:`_forward` or :func:`_exclusive_forward`
+    (``nogil``: it runs on the bound thread beside the solver's process and the caller's other threads;
+    ``cache``: compiled once per installation)."""
     with _lock:
-        if _compiled is None:
+        if function.__name__ not in _compiled:
             import numba
 
-            _compiled = numba.njit(cache=True, nogil=True)(_forward)
-        return _compiled
-
-
-def _exclusive_dispatcher() -> Any:
-    """The numba dispatcher of :func:`_exclusive_forward` (as :func:`_dispatcher`)."""
-    global _compiled_exclusive
-    with _lock:
-        if _compiled_exclusive is None:
-            import numba
-
-            _compiled_exclusive = numba.njit(cache=True, nogil=True)(_exclusive_forward)
-        return _compiled_exclusive
+            _compiled[function.__name__] = numba.njit(cache=True, nogil=True)(function)
+        return _compiled[function.__name__]
 
 
 def compile_now() -> bool:
@@ -447,7 +430,7 @@ def ready() -> bool:
 _background = BackgroundCompile(
     "lane-kernel-compile",
     compile_now,
-    lambda: all(kernel is not None and bool(kernel.signatures) for kernel in (_compiled, _compiled_exclusive)),
+    lambda: len(_compiled) == 2 and all(bool(kernel.signatures) for kernel in _compiled.values()),
 )
 
 
@@ -464,5 +447,7 @@ def exclusive_forward(
     label, back_job, back_start, back_mask, ends_value, ends_at = exclusive_arrays(
         value.shape[0], value.shape[1] - 1, bits
     )
-    _exclusive_dispatcher()(value, bit, bits, max_slots, label, back_job, back_start, back_mask, ends_value, ends_at)
+    _dispatcher(_exclusive_forward)(
+        value, bit, bits, max_slots, label, back_job, back_start, back_mask, ends_value, ends_at
+    )
     return ends_value, ends_at, back_job, back_start, back_mask

@@ -1246,6 +1246,8 @@ class _LanePricing:
         # which also keeps the tracked jobs from running twice in one lane
         self.exclusive = not bool(data.shareable.any())
         self.tracked = tracked_jobs(data, MAX_TRACKED_JOBS) if self.exclusive else []
+        self.tracked_bit = np.full(n, -1, dtype=np.int64)  # [j]: its bit in the exclusive pass's labels
+        self.tracked_bit[self.tracked] = np.arange(len(self.tracked))
 
     def restrict(self, window: Window) -> None:
         """Run job ``j`` only inside ``window`` (a branch-and-bound node)."""
@@ -1259,11 +1261,11 @@ class _LanePricing:
         data = self.data
         n = self.n
         eta = duals.eta
-        bonus = self._bonus(duals)
         value = duals.alpha[:, :, None] + duals.beta[:, None, :] + eta[:, None, None] * self.length
         value = np.where(self.valid_run, value, NEG)
-        if self.exclusive:
+        if self.exclusive:  # no lane shares: no share bonus to build
             return self._price_exclusive(value, want)
+        bonus = self._bonus(duals)
         loss = 1.0 - data.sigma
         pair_cost = np.where(data.shareable, eta[:, None] * loss + eta[None, :] * loss.T, np.inf)
         run = self._forward(value, pair_cost, bonus)
@@ -1283,12 +1285,9 @@ class _LanePricing:
         twin, same numbers), whose lanes hold no tracked job twice. No lane shares, so the cover rows'
         share bonuses never apply; their running prices are in ``value`` already."""
         data = self.data
-        bit = np.full(self.n, -1, dtype=np.int64)
-        for b, j in enumerate(self.tracked):
-            bit[j] = b
         arrays = (
             np.ascontiguousarray(value, dtype=np.float64),
-            bit,
+            self.tracked_bit,
             len(self.tracked),
             np.ascontiguousarray(data.max_slots, dtype=np.int64),
         )

@@ -473,8 +473,8 @@ def test_the_compiled_pricing_pass_is_the_numpy_pass(jobs: int, gpus: int, seed:
     # same lanes, same values, same back-pointers in every state a lane can use, bit for bit: the
     # compiled pass may take over at any round of a solve without changing a number. It skips states no
     # lane can reach (longer than the job's max_slots, or never reached), and the nesting and handover
-    # work of jobs no partner may share with (memory pressure here; every job at capacity 1), so only
-    # unreachable states may differ.
+    # work of jobs no partner may share with (every job at capacity 1; in the capacity-2 cases every job
+    # has a partner), so only unreachable states may differ.
     assert lane_kernel.compile_now()
     instance = generate_instance(jobs, 1, gpus, seed, memory_pressure=0.6, capacity=capacity)
     problem = discretize(instance)
