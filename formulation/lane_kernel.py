@@ -383,6 +383,7 @@ def exclusive_forward_numpy(
 
 _lock = threading.Lock()
 _compiled: dict[str, Any] = {}  # a pass's name -> its numba dispatcher, once made
+_PASSES = (_forward, _exclusive_forward)  # what compile_now compiles and ready waits for
 
 
 def _dispatcher(function: Any = _forward) -> Any:
@@ -398,8 +399,8 @@ def _dispatcher(function: Any = _forward) -> Any:
 
 
 def compile_now() -> bool:
-    """Compile (or load from numba's on-disk cache) the pass for the argument types the pricing uses.
-    Returns whether it is usable."""
+    """Compile (or load from numba's on-disk cache) both passes (:data:`_PASSES`) for the argument types
+    the pricing uses. Returns whether they are usable."""
     if not AVAILABLE:
         return False
     _dispatcher()(
@@ -430,7 +431,7 @@ def ready() -> bool:
 _background = BackgroundCompile(
     "lane-kernel-compile",
     compile_now,
-    lambda: len(_compiled) == 2 and all(bool(kernel.signatures) for kernel in _compiled.values()),
+    lambda: all(bool(getattr(_compiled.get(kernel.__name__), "signatures", None)) for kernel in _PASSES),
 )
 
 
