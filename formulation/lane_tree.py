@@ -413,6 +413,7 @@ def lane_tree_bound(
         )
     else:
         master = _Master(data, highspy, artificial_cost=artificial_cost, cover_sets=cover_sets)
+        master.use_simplex("primal")  # the root's columns; the nodes below it by the dual simplex
         master.add(lanes_of_solution(problem, data))
         master.add(single_job_lanes(data))
         pricer = _LanePricing(data, master.covers)
@@ -482,6 +483,8 @@ def lane_tree_bound(
         bound = max(node.bound, outcome.best)
         if nodes == 1:
             root = bound
+            if not (gang_runs or gang_paces):
+                master.use_simplex("dual")
         if outcome.status in ("time_limit", "cancelled"):
             heapq.heappush(heap, _Node(bound, node.serial, node.window, node.depth, node.center))  # still open
             status = outcome.status

@@ -39,7 +39,9 @@ from formulation.lanes import (
     _Master,
     _ProgressPricing,
     lane_bound,
+    lane_cut,
     lanes_of_solution,
+    restricted_data,
     single_job_lanes,
 )
 from formulation.paths import shared_data_dir
@@ -194,6 +196,37 @@ def test_lane_bound_never_exceeds_a_proven_optimum(seed: int) -> None:
     assert pairs_only.status == "optimal"
     assert lane_bound(problem, smoothing=0.0, cover_sets=False).value == pytest.approx(pairs_only.value, abs=1e-4)
     assert any(job.num_gpus > 1 for job in instance.jobs)
+
+
+def test_the_master_has_one_optimum_whichever_simplex_solves_it() -> None:
+    # the roots run the primal simplex, the tree's nodes the dual (docs/oracle.md): the LP is the same
+    import highspy
+
+    _, _, problem = contended(1)
+    cut, reason = lane_cut(problem, None, 10**9)
+    assert reason is None
+    data, _ = restricted_data(problem, cut, None, None)
+    masters = []
+    for kind in ("primal", "dual"):
+        master = _Master(data, highspy, cover_sets=False)
+        master.use_simplex(kind)
+        master.add(lanes_of_solution(problem, data))
+        master.add(single_job_lanes(data))
+        masters.append(master)
+    pricer = _LanePricing(data, masters[0].covers)
+    added = 0
+    for _ in range(6):  # the same columns into both, from the first master's duals
+        by_primal, by_dual = (master.solve(30) for master in masters)
+        assert by_primal is not None and by_dual is not None
+        assert by_primal[0] == pytest.approx(by_dual[0], abs=1e-6)
+        _, lanes = pricer.price(by_primal[1], data.n)
+        for master in masters:
+            added += master.add(lanes)
+    assert added > 0  # the masters compared were not only the first one
+    assert masters[0].h.getOptionValue("simplex_strategy")[1] == 4
+    assert masters[1].h.getOptionValue("simplex_strategy")[1] == 1
+    with pytest.raises(ValueError, match="simplex must be 'primal' or 'dual'"):
+        masters[0].use_simplex("barrier")
 
 
 def test_lane_bound_measures_how_much_it_time_slices_gangs() -> None:
