@@ -371,7 +371,7 @@ class _GangMaster(_SlowestWorkerMaster):
         # primal simplex: columns come in every round and keep the basis primal feasible (measured: the
         # master's time halved at 16 jobs on 8 GPUs with the starts fixed, 0-65 % less on the 7-job set;
         # no change at the 16-job root)
-        self.h.setOptionValue("simplex_strategy", 4)
+        self.use_simplex("primal")
         horizon = data.horizon
         # a gang's run choice: its runs, or its artificial and late columns
         base = int(self.h.getNumRow())
