@@ -46,8 +46,7 @@ from formulation.lanes import (
     _LanePricing,
     _Master,
     lane_cut,
-    lanes_of_solution,
-    single_job_lanes,
+    root_master,
 )
 
 MAX_POOL_COLUMNS = 400_000
@@ -412,10 +411,8 @@ def lane_tree_bound(
             cover_sets=cover_sets,
         )
     else:
-        master = _Master(data, highspy, artificial_cost=artificial_cost, cover_sets=cover_sets)
-        master.use_simplex("primal")  # the root's columns; the nodes below it by the dual simplex
-        master.add(lanes_of_solution(problem, data))
-        master.add(single_job_lanes(data))
+        # the root by the primal simplex, the nodes below it by the dual (switched once the root is done)
+        master = root_master(problem, data, highspy, artificial_cost=artificial_cost, cover_sets=cover_sets)
         pricer = _LanePricing(data, master.covers)
     want = max(1, data.n)
     root_hook: Callable[[_Generation], bool] | None = None

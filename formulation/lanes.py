@@ -2004,10 +2004,7 @@ def lane_bound(
 
     data, window = restricted_data(problem, cut, fixed_starts, sharing_pairs)
     # the progress pricing does not take the cover rows' duals: no such rows with it
-    master = _Master(data, highspy, cover_rows=pricing == "fast", cover_sets=cover_sets)
-    master.use_simplex("primal")  # one root: columns every round
-    master.add(lanes_of_solution(problem, data))
-    master.add(single_job_lanes(data))
+    master = root_master(problem, data, highspy, cover_rows=pricing == "fast", cover_sets=cover_sets)
     pricer: _LanePricing | _ProgressPricing = (
         _ProgressPricing(data, grid) if pricing == "progress" else _LanePricing(data, master.covers)
     )
@@ -2085,6 +2082,25 @@ def latest_ends(problem: SlottedProblem, others: Sequence[float], upper_value: f
     ]
 
 
+def root_master(
+    problem: SlottedProblem,
+    data: LaneData,
+    highspy: Any,
+    *,
+    artificial_cost: float | None = None,
+    cover_rows: bool = True,
+    cover_sets: bool = True,
+) -> _Master:
+    """A lane master for a root's column generation (the arguments as for :class:`_Master`): the upper
+    bound's lanes and every job alone, solved by the primal simplex (:meth:`_Master.use_simplex`: at a
+    root lanes come every round)."""
+    master = _Master(data, highspy, artificial_cost=artificial_cost, cover_rows=cover_rows, cover_sets=cover_sets)
+    master.use_simplex("primal")
+    master.add(lanes_of_solution(problem, data))
+    master.add(single_job_lanes(data))
+    return master
+
+
 def lane_lp_first(
     problem: SlottedProblem,
     data: LaneData,
@@ -2102,10 +2118,7 @@ def lane_lp_first(
     starts from (:meth:`_Master.start_from`, and the generation's best duals)."""
     import highspy
 
-    master = _Master(data, highspy, artificial_cost=artificial_cost, cover_sets=cover_sets)
-    master.use_simplex("primal")  # one root: columns every round
-    master.add(lanes_of_solution(problem, data))
-    master.add(single_job_lanes(data))
+    master = root_master(problem, data, highspy, artificial_cost=artificial_cost, cover_sets=cover_sets)
     pricer = _LanePricing(data, master.covers)
     if window is not None:
         master.restrict(window)
