@@ -15,7 +15,7 @@ LP's ``lp_bound``, ``lp_status``, ``lp_seconds``; ``window_slots`` and ``narrow_
 per run (``own`` windows / ``narrow`` ones) its ``_status`` (``optimal`` when proven), ``_bound_slots``,
 ``_objective_slots`` and ``_seconds`` (wall). Every schedule is validated. CP-SAT with two workers is
 not deterministic: run several seeds. Run it alone on the machine: the runs are timed. Measured in
-docs/oracle.md, "Windows from the lane LP's duals".
+docs/oracle-measurements.md, "Windows from the lane LP's duals".
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Lanes with gang runs: the lane relaxation with each gang's whole run as a second kind of column.
 
-Why it exists: docs/oracle.md ("The root's slack at 24 jobs, with the starts given", "Per-lane progress,
+Why it exists: docs/oracle-measurements.md ("The root's slack at 24 jobs, with the starts given", "Per-lane progress,
 checked", "Branching on ends") measured that the lane LP (:mod:`formulation.lanes`) keeps most of its
 slack on gangs: a gang's lanes are priced and mixed one by one, each with its own start, end, partners
 and progress, so the LP runs a gang fast on some lanes and shared on others, and ends its lanes apart.
@@ -43,7 +43,7 @@ gang master, whose Lagrangian there is the lane bound.
 
 A diagnostic and a tree option for now (``python -m benchmarks.bound_comparison --methods lanes
 gang_lanes gang_tree``, ``benchmarks.lane_slack --gang-runs``, ``lane_tree_bound(..., gang_runs=True)``),
-not part of :func:`solvers.solve`: measured in docs/oracle.md, "Lanes with gang runs", it is much
+not part of :func:`solvers.solve`: measured in docs/oracle-measurements.md, "Lanes with gang runs", it is much
 stronger once the starts are known but its root master is too slow at 16 jobs. :mod:`formulation.gang_paces`
 keeps its slowest-worker rows without the runs (about the same root on the 7-job set, several times
 faster).

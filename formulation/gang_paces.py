@@ -1,6 +1,6 @@
 """Lanes with gang paces: the slowest-worker rule of :mod:`formulation.gang_lanes` without run columns.
 
-Why it exists: the gang runs (docs/oracle.md, "Lanes with gang runs") close much of what the lane LP lacks
+Why it exists: the gang runs (docs/oracle-measurements.md, "Lanes with gang runs") close much of what the lane LP lacks
 on gangs, but their master does not converge at the 16-job root in ten minutes: every gang's run is a
 column that must be priced to match the lanes, and the master re-solves slowly. Here a gang's run is
 replaced by what the slowest-worker rows need of it, per slot: how much of the gang runs at each *pace*.
@@ -32,7 +32,7 @@ values, the slowest-worker rows' into a per-slot share cost, as for the gang run
 keeps the explicit columns in their boxes (each adds ``min(0, its reduced cost)``).
 
 A diagnostic for now (``python -m benchmarks.bound_comparison --methods lanes gang_paces``); measured in
-docs/oracle.md, "Gang paces".
+docs/oracle-measurements.md, "Gang paces".
 """
 
 from __future__ import annotations

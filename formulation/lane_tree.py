@@ -10,7 +10,7 @@ reaches the incumbent (the problem's upper-bound solution, or a better value giv
 others are split on the job whose start distribution is most spread (weighted by its GPUs, so gangs
 first) at the median of that distribution, or, when every start is a single slot, on an end
 distribution the same way (``branching`` chooses ends first, or the most spread of either; measured no
-better, docs/oracle.md "Branching on ends, and the regions of fixed starts"). Best bound first.
+better, docs/oracle-measurements.md "Branching on ends, and the regions of fixed starts"). Best bound first.
 
 The global bound — the smallest bound of a node still open (or of one that cannot be split further),
 and the incumbent when none is left — is valid at every moment: every schedule at least as good as
@@ -316,7 +316,7 @@ def lane_tree_bound(
         wider than the cluster. Where such pairs are, their rows hold most of what sets add and the
         sets' rows make every node dearer: at 16 jobs on 8 GPUs the tree ended 0.5-0.8 % lower with them
         on two of three such seeds; where there are none, sets raised the tree's bound 0.3-0.8 % at 60 s
-        (docs/oracle.md, "Cover rows over sets of jobs").
+        (docs/oracle-measurements.md, "Cover rows over sets of jobs").
     branching
         Which distributions a node splits on (:data:`BRANCHINGS`).
     root_window
@@ -325,10 +325,10 @@ def lane_tree_bound(
     gang_runs
         Bound every node by the lanes with gang run columns (:mod:`formulation.gang_lanes`; the root's
         lane LP first, for at most a third of the time, starts it): stronger where gangs share, slower
-        per node (docs/oracle.md, "Lanes with gang runs").
+        per node (docs/oracle-measurements.md, "Lanes with gang runs").
     gang_paces
         Bound every node by the lanes with gang paces (:mod:`formulation.gang_paces`; the root's lane LP
-        first, for at most a third of the time; docs/oracle.md, "Gang paces").
+        first, for at most a third of the time; docs/oracle-measurements.md, "Gang paces").
     max_nodes, node_rounds
         Nodes solved at most; pricing rounds per node at most.
     cancel

@@ -422,7 +422,7 @@ class _CoverRows:
     lanes satisfy it (all of ``Q`` running: at least ``e_Q`` lanes hold two; fewer: the right side is
     at most 0). Pairs wider than the cluster (``G_i + G_k > #GPUs``) are the two-job case. The lane LP
     without these rows runs a gang on a fraction of its lanes next to jobs that fill the rest, so the
-    gang never meets the jobs it would crowd out (docs/oracle.md, "Where the slack is").
+    gang never meets the jobs it would crowd out (docs/oracle-measurements.md, "Where the slack is").
 
     In the master the row of ``(Q, t)`` names the lanes that hold two of its jobs at ``t`` (coefficient
     ``share_c(Q, t)``, :meth:`coefficients`) and a column ``R_jt = P_j(t)`` per job (``−e_Q``), defined
@@ -824,7 +824,7 @@ class _Master:
     said nothing more (``y`` and ``z`` appear nowhere else but in their simplex rows, which sum the
     linking rows to the coverage row), so the LP and its optimum are the same. Without the ``2·T``
     mostly-zero rows per job the master's time fell 5-16 times at 24-50 jobs on 8 GPUs and column
-    generation needs a third fewer rounds (docs/oracle.md, "The master without linking rows").
+    generation needs a third fewer rounds (docs/oracle-measurements.md, "The master without linking rows").
     """
 
     def __init__(
@@ -1095,7 +1095,7 @@ class _Master:
         Where lanes come every round and rows seldom (a root's column generation) the basis stays primal
         feasible and the primal simplex takes half the master time where the master dominates (16 × 8
         seed 5: 31.8 → 15.8 s; 50 × 8 seed 0: 47.0 → 24.7 s); where a node's windows change the columns'
-        bounds it must repair them, and the dual simplex does better (docs/oracle.md, "Four more leads at
+        bounds it must repair them, and the dual simplex does better (docs/oracle-measurements.md, "Four more leads at
         `C = 2`" and "The lane root by the primal simplex")."""
         if kind not in ("primal", "dual"):
             raise ValueError(f"simplex must be 'primal' or 'dual', got {kind!r}")
@@ -1190,7 +1190,7 @@ class _Master:
         later (a partner gone only speeds a job up) and each stays in its window. So the lane Lagrangian of
         the instance without ``j``, at these duals, bounds their ends: the same function without ``j``'s
         coverage and progress terms, the cover rows kept (with ``R_jt = 0`` each still holds), and the
-        best lane without ``j`` is worth at most the best lane (``top``). docs/oracle.md, "Windows from
+        best lane without ``j`` is worth at most the best lane (``top``). docs/oracle-measurements.md, "Windows from
         the lane LP's duals"."""
         data = self.data
         total = self.lagrangian(duals, top)
@@ -1223,7 +1223,7 @@ def tracked_jobs(data: LaneData, most: int) -> list[int]:
     """The jobs the exclusive pricing keeps from running twice in one lane: the gangs, at most ``most``
     (most GPU-slots of work first). A gang time-sliced in one lane is where the exclusive lanes' LP gains
     most from repeats; tracking one-GPU jobs as well multiplies the labels (short jobs fit in many
-    subsets) for little (docs/oracle.md, "Elementary lanes for exclusive GPUs")."""
+    subsets) for little (docs/oracle-measurements.md, "Elementary lanes for exclusive GPUs")."""
     gangs = [j for j in range(data.n) if data.num_gpus[j] >= 2]
     return sorted(gangs, key=lambda j: (-data.num_gpus[j] * data.work[j], j))[:most]
 
@@ -1977,7 +1977,7 @@ def lane_bound(
         ``"fast"`` (:class:`_LanePricing`, the default) or ``"progress"`` (:class:`_ProgressPricing`:
         every job's progress checked in its lane to ``1/grid`` slot per partner; 3-7 times slower per
         round; 0.5-1 % stronger on 7-job instances before the cover rows, which it does not take; since
-        them the default is the stronger root: docs/oracle.md, "Per-lane progress, checked").
+        them the default is the stronger root: docs/oracle-measurements.md, "Per-lane progress, checked").
     cover_sets
         Look for cover rows over sets of three or more jobs too (:class:`_CoverRows`; pairs wider than
         the cluster always). Measured at 16 jobs on 8 GPUs: the root 0-0.9 % higher, 1.5-3 times slower.
@@ -2049,7 +2049,7 @@ def lane_end_windows(
     ``LB``; here ``LB`` is also :meth:`_Master.others_bounds`, 45-80 slots higher at 16 jobs on 8 GPUs.
     Each latest end is at most the problem's own and at least the job's earliest end, and the upper
     bound's schedule keeps to them. Where the lanes are skipped (status ``skipped: ...``) or no bound
-    came in time, the problem's own latest ends are returned. Measured (docs/oracle.md, "Windows from the
+    came in time, the problem's own latest ends are returned. Measured (docs/oracle-measurements.md, "Windows from the
     lane LP's duals"): 30-50 % fewer window slots; with them CP-SAT proved Poisson 24 x 8 seeds 1 and 2 in
     12-52 s where it needed 30 s and more than 120 s without."""
     own = [job.latest_end for job in problem.jobs]

@@ -1,7 +1,7 @@
 """A per-job Dantzig-Wolfe relaxation: a column is one job's whole run with its sharing pattern.
 
 Why it exists: the lane relaxation (:mod:`formulation.lanes`) sums a gang's progress over its lanes and
-lets them differ (docs/oracle.md, "Per-lane progress, checked"), and the pair-coupled LP
+lets them differ (docs/oracle-measurements.md, "Per-lane progress, checked"), and the pair-coupled LP
 (:mod:`formulation.relaxation`) lets a job's fractional runs take their sharing where it is cheapest.
 Both leave most of their slack on gangs. Here a column is **one job's run**: its start ``S`` and end
 ``E`` and, in every slot of ``[S, E)``, which partners share which of its GPUs. Inside a column the job's
@@ -40,7 +40,7 @@ GPUs), so the slot's rate is at least ``L`` and its reward the best any sharing 
 Every real run is dominated by a path of the DP, so the DP's minimum is the exact pricing minimum over
 (a superset of) runs, and the Lagrangian bound holds after every round.
 
-Measured (docs/oracle.md, "One job's run as the column"): valid, but **weaker than the lane LP**
+Measured (docs/oracle-measurements.md, "One job's run as the column"): valid, but **weaker than the lane LP**
 where compared, and its master slow. On the contended 7-job set (optima 86 / 125 / 109) it reaches
 81.5 / 107.7 / 91.9 against the lanes' 81.45 / 114.3 / 99.9: the lanes' GPU identity (a job's
 partners are the jobs on its own GPUs, one after the other) is worth more than what this column gets

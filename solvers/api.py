@@ -21,7 +21,7 @@ Flow (all in the calling process unless noted):
    arrivals solved exactly), then the whole instance again from the larger bound. It is off by
    default: since CP-SAT's ``core`` search runs on such instances (:func:`solvers.cpsat.core_search`),
    one uninterrupted solve did as well or better than the three steps in all but one of the pairs of
-   runs measured (docs/oracle.md, "The search with arrivals").
+   runs measured (docs/oracle-measurements.md, "The search with arrivals").
 7. ``cpsat`` and ``bnp`` on total JCT with releases spread in time restart CP-SAT's worker once in a
    while in step 4: when the lane relaxation's duals bound every job's end a third tighter than the
    running model's windows (:class:`_Narrowing`), the worker is stopped and a fresh one solves the same
@@ -175,7 +175,7 @@ def _lanes_first(lane_bound: LaneOrder, tree: bool, seconds: float) -> bool | No
     where they are a tree (``bnp``, ``portfolio``), which runs after the coupled LP where it is expected to
     converge and first where not; neither with less than :data:`LANES_FIRST_MIN_SECONDS`. Measured on 27
     instances (cpsat, 60 s, 12-50 jobs, one 8-GPU node or two of 4, all jobs at 0 or Poisson arrivals),
-    the lanes first never gave a lower bound and up to a 13 % higher one (docs/oracle.md, "The lanes
+    the lanes first never gave a lower bound and up to a 13 % higher one (docs/oracle-measurements.md, "The lanes
     first, by default")."""
     if lane_bound == "first":
         return True
@@ -390,13 +390,13 @@ def _handle(tracker: _Tracker, message: tuple[Any, ...]) -> None:
 NARROW_SHARE = 1 / 3
 """CP-SAT (``cpsat``, and ``bnp``'s primal heuristic) is restarted in the windows the lane LP's duals
 allow (:func:`formulation.lanes.latest_ends`) once they leave its model at least this share less slack
-(``Σ_j`` latest end − earliest end). Measured (docs/oracle.md, "Windows from the lane LP's duals"):
+(``Σ_j`` latest end − earliest end). Measured (docs/oracle-measurements.md, "Windows from the lane LP's duals"):
 CP-SAT proved Poisson 24 × 8 seeds 1-2 2.5-3 times faster in windows 30-50 % narrower."""
 NARROW_AFTER_SECONDS = 15.0
 """CP-SAT runs this long in its first model before any restart, so that the instances it proves quickly
 are not disturbed. Measured (Poisson × 8, 60 s): restarts 2-3 s into CP-SAT's search made 24-job seeds 0
 and 4 (proven in 13-14 s without) 2-7 s slower; 10 s in, 24-job seed 4 and 32-job seed 1 (proven in
-15 and 26 s without) 6-10 s slower (docs/oracle.md, "CP-SAT restarted in the lanes' windows")."""
+15 and 26 s without) 6-10 s slower (docs/oracle-measurements.md, "CP-SAT restarted in the lanes' windows")."""
 NARROW_MIN_SECONDS = 5.0
 """Time left below which CP-SAT is not restarted (its model is rebuilt and its search starts over)."""
 MAX_NARROW_RESTARTS = 2
@@ -1229,7 +1229,7 @@ def _solve_problem(
 SPLIT_FIRST_SHARE = 0.5
 """Branch-and-price with the arrival-split bound (:mod:`solvers.split`): the share of the time limit the
 whole instance's solve gets first. Measured on Poisson arrivals, 24 jobs on 8 GPUs: the instances it
-proves at all it proves in 11-23 s of 60 (docs/oracle.md, "The arrival-split bound")."""
+proves at all it proves in 11-23 s of 60 (docs/oracle-measurements.md, "The arrival-split bound")."""
 SPLIT_SHARE = 0.3
 """The most of the time limit the split's groups get, so that the resumed whole solve keeps at least a
 fifth of it for the schedule. Without a cap, on Poisson 32 × 8 seed 2 one unproven 16-job group took

@@ -66,7 +66,7 @@ def core_search(problem: SlottedProblem) -> bool:
     arrivals on one 8-GPU node at 60 s (``bnp``): 24 jobs 4 of 5 proven (3 of 5 before), 32 jobs 2 of 3
     in 12-13 s (33-34 s before), 50 jobs 1 of 3 (none before). With all jobs released together, above
     :data:`CORE_MAX_JOBS` jobs, the bound comes from the relaxations either way (24 jobs: the same
-    bounds), so CP-SAT's default stays there (docs/oracle.md, "The search with arrivals").
+    bounds), so CP-SAT's default stays there (docs/oracle-measurements.md, "The search with arrivals").
     """
     return problem.num_jobs <= CORE_MAX_JOBS or problem.releases_spread
 

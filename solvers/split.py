@@ -18,7 +18,7 @@ groups are solved at the instance's slot length and their bounds added in slot u
 What it misses is what the groups do to each other: later jobs queueing behind earlier ones still
 running, or sharing their GPUs. With arrivals spread in time the groups are runs of consecutive jobs in
 arrival order and that loss is small; each group is small enough to be *proven* in seconds, where the
-whole instance's relaxations stop several per cent short (docs/oracle.md, "The arrival-split bound").
+whole instance's relaxations stop several per cent short (docs/oracle-measurements.md, "The arrival-split bound").
 With all jobs at time 0 every group sees an empty cluster and the bound is weak: :func:`split_applies`
 says no.
 

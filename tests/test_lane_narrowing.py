@@ -1,7 +1,7 @@
 """CP-SAT restarted in the windows the lane LP's duals allow, during a solve: the bounds on the others'
 ends that the lane bound and the tree's root report (:attr:`formulation.lanes.LaneBound.others`,
 ``lane_tree_bound(on_root_others=...)``), :func:`formulation.lanes.latest_ends`, and the restart itself
-(:class:`solvers.api._Narrowing`; docs/oracle.md, "Windows from the lane LP's duals")."""
+(:class:`solvers.api._Narrowing`; docs/oracle-measurements.md, "Windows from the lane LP's duals")."""
 
 from __future__ import annotations
 

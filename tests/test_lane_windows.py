@@ -1,5 +1,5 @@
 """Windows from the lane LP's duals: :meth:`formulation.lanes._Master.others_bounds` and
-:func:`formulation.lanes.lane_end_windows` (docs/oracle.md, "Windows from the lane LP's duals")."""
+:func:`formulation.lanes.lane_end_windows` (docs/oracle-measurements.md, "Windows from the lane LP's duals")."""
 
 from __future__ import annotations
 
