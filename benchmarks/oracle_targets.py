@@ -13,7 +13,8 @@ slot rule) with one backend (``bnp`` by default), a time limit (60 s) and two th
 
 (the fifth target, the certified gap of SJF-BSBF on Pollux workloads-1.5, is ``duetto bound`` /
 ``benchmarks.trace_gap``). ``--targets`` picks some; ``--jobs`` and ``--seeds`` replace every chosen
-target's job count and seed count (a small rehearsal of the same code path, as the tests do). The solves
+target's job count and seed count (a small rehearsal of the same code path, as the tests do; a goal of
+so many proven is then capped at the seeds). The solves
 are :func:`benchmarks.oracle_scaling.run_one`'s, one CSV row each with the target's key; the summary gives
 per target the solves proven, the gaps, their median and maximum, the largest wall time and whether the
 goal is met, and a line in the docs table's form. About 20 minutes for all four on two cores (the
