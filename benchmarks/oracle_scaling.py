@@ -145,6 +145,7 @@ def run_one(
     lane_bound: LaneOrder = True,
     lane_windows: bool = True,
     capacity: int = 2,
+    lane_modes: bool | None = None,
 ) -> dict[str, Any]:
     """Solve one instance of the family; a row of the CSV.
 
@@ -176,6 +177,8 @@ def run_one(
         ``options["lane_windows"]``; ``cpsat`` and ``bnp`` with arrivals spread in time).
     capacity
         Jobs per GPU at most (``C``; 1: every GPU exclusive).
+    lane_modes
+        Mode-aware lane bounds (:func:`solvers.solve`'s ``options["lane_modes"]``); ``None``: its default.
 
     Returns
     -------
@@ -192,7 +195,12 @@ def run_one(
         time_limit=time_limit,
         slot=slot,
         objective=objective,
-        options={"threads": threads, "num_workers": threads, **({} if lane_windows else {"lane_windows": False})},
+        options={
+            "threads": threads,
+            "num_workers": threads,
+            **({} if lane_windows else {"lane_windows": False}),
+            **({} if lane_modes is None else {"lane_modes": lane_modes}),
+        },
         lane_bound=lane_bound,
     )
     wall = time.perf_counter() - began

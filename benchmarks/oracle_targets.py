@@ -81,6 +81,7 @@ def run_targets(
     threads: int = 2,
     output: Path | None = None,
     echo: bool = True,
+    lane_modes: bool | None = None,
 ) -> pd.DataFrame:
     """Solve every target's instances, target by target; one row per solve.
 
@@ -94,6 +95,8 @@ def run_targets(
         When given, the CSV is rewritten after every solve (partial results survive an interruption).
     echo
         Print a line per solve.
+    lane_modes
+        Mode-aware lane bounds (``options["lane_modes"]``); ``None``: the solve's default.
 
     Returns
     -------
@@ -112,6 +115,7 @@ def run_targets(
                 time_limit=time_limit,
                 arrivals=target.arrivals,
                 threads=threads,
+                lane_modes=lane_modes,
             )
             rows.append({"target": target.key, **row})
             if echo:
@@ -166,6 +170,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=int, default=2, help="solver threads / CP-SAT workers")
     parser.add_argument("--jobs", type=int, default=None, help="replace every chosen target's job count")
     parser.add_argument("--seeds", type=int, default=None, help="replace every chosen target's seed count")
+    parser.add_argument(
+        "--lane-modes",
+        choices=("on", "off"),
+        default=None,
+        help="mode-aware lane bounds on or off (default: the solve's own default)",
+    )
     parser.add_argument("--output", type=Path, default=Path("results/oracle_targets.csv"))
     return parser
 
@@ -208,7 +218,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         ]
     args.output.parent.mkdir(parents=True, exist_ok=True)
     frame = run_targets(
-        chosen, solver=args.solver, time_limit=args.time_limit, threads=args.threads, output=args.output
+        chosen,
+        solver=args.solver,
+        time_limit=args.time_limit,
+        threads=args.threads,
+        output=args.output,
+        lane_modes=None if args.lane_modes is None else args.lane_modes == "on",
     )
     frame.to_csv(args.output, index=False)
     summary = summarize_targets(frame, chosen)

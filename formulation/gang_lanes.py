@@ -103,9 +103,9 @@ class GangRun(Lane):
     end: int = 0
     levels: tuple[float, ...] = ()
 
-    def key(self) -> tuple[tuple[int, int, int], ...]:
+    def key(self) -> tuple[tuple[int, int, int, int], ...]:
         # never a lane's key (jobs are >= 0); the master files runs by (job, start, end, levels)
-        return ((-1 - self.job, self.start, self.end),)
+        return ((-1 - self.job, self.start, self.end, 0),)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from formulation.lanes import (
     DEFAULT_MAX_LANE_STATES,
     DEFAULT_SMOOTHING,
     MAX_SEPARATIONS,
+    MODE_FREE_SHARE,
     Duals,
     LaneData,
     Window,
@@ -46,6 +47,8 @@ from formulation.lanes import (
     _LanePricing,
     _Master,
     lane_cut,
+    lane_data,
+    modal_master,
     root_master,
 )
 
@@ -101,6 +104,8 @@ class LaneTreeBound:
     leaf_checks: int = 0
     leaves_closed: int = 0
     columns: int = 0
+    mode_aware: bool = False
+    """Whether the lanes were mode-aware (:class:`formulation.lanes.PseudoJobs`)."""
 
     @property
     def proven(self) -> bool:
@@ -119,6 +124,7 @@ class LaneTreeBound:
             "leaves_closed": self.leaves_closed,
             "columns": self.columns,
             "seconds": round(self.seconds, 3),
+            "mode_aware": self.mode_aware,
         }
 
 
@@ -297,6 +303,7 @@ def lane_tree_bound(
     gang_runs: bool = False,
     gang_paces: bool = False,
     on_root_others: Callable[[np.ndarray], None] | None = None,
+    modes: bool = False,
 ) -> LaneTreeBound:
     """A lower bound on ``Σ_j E_j`` (slots) by branch-and-bound over the lane relaxation (module
     docstring).
@@ -351,6 +358,10 @@ def lane_tree_bound(
         :meth:`formulation.lanes._Master.others_bounds` at its duals: ``[j]`` bounds ``Σ_{k≠j} E_k``, for
         :func:`formulation.lanes.latest_ends`. The root's bound itself is reported once the root is
         solved, as before.
+    modes
+        Mode-aware lanes (:class:`formulation.lanes.PseudoJobs`: each job keeps one mode for its whole
+        run), where the pseudo-jobs' DP stays within ``max_states``; not with ``gang_runs`` or
+        ``gang_paces``.
     check_depth
         With ``leaf_check``, also check nodes this deep (default: the number of jobs), so that CP-SAT
         takes over subtrees small enough for it. The depth adapts: a check that ends within a quarter
@@ -369,7 +380,9 @@ def lane_tree_bound(
     best_known = float(problem.upper_bound_value) if problem.upper_bound_value is not None else math.inf
     if incumbent is not None:
         best_known = min(best_known, float(incumbent))
-    data = LaneData.from_problem(problem, cut)
+    if modes and (gang_runs or gang_paces):
+        raise ValueError("modes=True takes the lane master only, not gang_runs or gang_paces")
+    data = lane_data(problem, cut, modes, max_states)
     if root_window is not None and any(
         np.shape(bounds) != (data.n,)
         for bounds in (root_window.start_lo, root_window.start_hi, root_window.end_lo, root_window.end_hi)
@@ -397,6 +410,18 @@ def lane_tree_bound(
             artificial_cost=artificial_cost,
             cover_sets=cover_sets,
         )
+    elif data.pseudo is not None:
+        # mode-aware: from the mode-free root, whose best duals start the mode-aware one at its bound
+        master, pricer, root_center = modal_master(
+            problem,
+            data,
+            window=start_window,
+            free_until=began + time_limit * MODE_FREE_SHARE,
+            smoothing=smoothing,
+            cancel=cancel,
+            artificial_cost=artificial_cost,
+            cover_sets=cover_sets,
+        )
     elif gang_runs:
         from formulation.gang_lanes import seeded_master
 
@@ -414,7 +439,7 @@ def lane_tree_bound(
         # the root by the primal simplex, the nodes below it by the dual (switched once the root is done)
         master = root_master(problem, data, highspy, artificial_cost=artificial_cost, cover_sets=cover_sets)
         pricer = _LanePricing(data, master.covers)
-    want = max(1, data.n)
+    want = max(1, data.priced.n)
     root_hook: Callable[[_Generation], bool] | None = None
     if on_root_others is not None and root_window is None and not (gang_runs or gang_paces):
 
@@ -551,4 +576,5 @@ def lane_tree_bound(
         leaves_closed=closed,
         columns=master.columns,
         seconds=time.perf_counter() - began,
+        mode_aware=data.pseudo is not None,
     )

@@ -34,6 +34,14 @@ Every schedule of the slotted model cut into its GPUs' lanes is a feasible point
 placement across nodes, modes and the slowest-worker rule are relaxed as described), so the LP optimum
 is a lower bound on ``Σ_j E_j``.
 
+**Mode-aware lanes** (``modes=True``, :class:`PseudoJobs`): the lanes above give a job its least-work mode
+and, next to a partner, the speed of its fastest mode that fits there, so a job that must take a slower
+mode to share pays for it only while it shares. With modes, each (job, mode) is a pseudo-job of the same
+DP, a lane entry carries its mode, the coverage row stays per job and the progress row is per pseudo-job
+with right side 0 (``Σ_c (prog_c(p) − w_p·m_c(p))·λ_c ≥ 0``). Every real lane is still a column, and the
+LP is at least the mode-free one (:func:`modal_duals`). In a tree the mode-aware master starts from the
+mode-free root (:func:`modal_master`).
+
 Pricing (:class:`_LanePricing`) finds the lane of largest dual value by a dynamic program over slots
 whose states are "job ``i`` runs since slot ``S`` and is alone at slot ``t``". From such a state, ``i``
 may run one more slot alone, end, host a *nested* partner ``k`` that starts now and ends while ``i``
@@ -52,6 +60,7 @@ over real lanes.
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 import time
@@ -95,6 +104,9 @@ class LaneEntry:
     start: int
     end: int
     progress: float
+    mode: int = 0
+    """The job's mode (an index into its modes) where the lanes are mode-aware (:class:`PseudoJobs`); 0
+    otherwise, where the progress is in alone-slots of its least-work mode."""
 
 
 @dataclass(frozen=True)
@@ -103,8 +115,8 @@ class Lane:
 
     entries: tuple[LaneEntry, ...]
 
-    def key(self) -> tuple[tuple[int, int, int], ...]:
-        return tuple(sorted((e.job, e.start, e.end) for e in self.entries))
+    def key(self) -> tuple[tuple[int, int, int, int], ...]:
+        return tuple(sorted((e.job, e.start, e.end, e.mode) for e in self.entries))
 
 
 @dataclass(frozen=True)
@@ -147,6 +159,8 @@ class LaneBound:
     """With ``gang_repeats=True``: the last master re-solved without the lanes that hold a gang twice.
     Not a bound: a subset of the elementary lanes, so the LP over *every* lane that holds each gang at
     most once is at most this (``nan`` if that master did not solve)."""
+    mode_aware: bool = False
+    """Whether the lanes were mode-aware (:class:`PseudoJobs`)."""
     others: tuple[float, ...] | None = field(default=None, repr=False)
     """``[j]``: a lower bound on ``Σ_{k≠j} E_k`` (slots) from the duals of ``value``
     (:meth:`_Master.others_bounds`; canonical job order), for :func:`latest_ends`; ``None`` when no
@@ -167,6 +181,7 @@ class LaneBound:
             "pricing_seconds": round(self.pricing_seconds, 3),
             "master_seconds": round(self.master_seconds, 3),
             "horizon": self.horizon,
+            "mode_aware": self.mode_aware,
         }
 
 
@@ -192,9 +207,21 @@ class LaneData:
     sigma: np.ndarray  # (n, n) fraction of a slot j progresses next to k; 0 where they may not share
     shareable: np.ndarray  # (n, n) bool
     nested_min: np.ndarray  # (n, n) [k, i]: slots k needs when shared with i for its whole run
+    pseudo: PseudoJobs | None = None  # each job in each of its modes, where the lanes are mode-aware
 
     @staticmethod
-    def from_problem(problem: SlottedProblem, horizon: int) -> LaneData:
+    def from_problem(problem: SlottedProblem, horizon: int, modes: bool = False) -> LaneData:
+        """The lane data of ``problem`` with lanes ending by ``horizon``; ``modes=True`` makes the lanes
+        mode-aware (:class:`PseudoJobs`) where some job has two modes and some pair may share."""
+        data = LaneData._mode_free(problem, horizon)
+        if modes:
+            pseudo = PseudoJobs.of(problem, data)
+            if pseudo is not None:
+                return replace(data, pseudo=pseudo)
+        return data
+
+    @staticmethod
+    def _mode_free(problem: SlottedProblem, horizon: int) -> LaneData:
         jobs = problem.jobs
         n = len(jobs)
         units = problem.units_per_slot
@@ -240,12 +267,26 @@ class LaneData:
         if allowed.shape != self.shareable.shape:
             raise ValueError(f"allowed must be {self.shareable.shape}, got {allowed.shape}")
         shareable = self.shareable & allowed & allowed.T
+        pseudo = self.pseudo
+        if pseudo is not None:
+            owner = pseudo.owner
+            pseudo = replace(pseudo, data=pseudo.data.sharing_only(allowed[np.ix_(owner, owner)]))
         return replace(
             self,
             shareable=shareable,
             sigma=np.where(shareable, self.sigma, 0.0),
             nested_min=np.where(shareable, self.nested_min, np.inf),
+            pseudo=pseudo,
         )
+
+    @property
+    def priced(self) -> LaneData:
+        """The data the lane DP runs over: the pseudo-jobs' where the lanes are mode-aware, else this."""
+        return self if self.pseudo is None else self.pseudo.data
+
+    def entry_index(self, entry: LaneEntry) -> int:
+        """The row of :attr:`priced` that a lane entry stands for (its pseudo-job, or its job)."""
+        return entry.job if self.pseudo is None else int(self.pseudo.of_mode[entry.job][entry.mode])
 
     def too_wide(self, size: int | None = None) -> bool:
         """Whether some ``size`` jobs (any number: ``None``) need more GPUs than the cluster has."""
@@ -260,6 +301,105 @@ class LaneData:
         """Lane-local progress of ``job`` run in ``[start, end)`` with ``overlaps[k]`` slots next to ``k``."""
         loss = sum((1.0 - self.sigma[job, k]) * slots for k, slots in overlaps.items())
         return float(end - start) - loss
+
+
+@dataclass(frozen=True)
+class PseudoJobs:
+    """Mode-aware lanes: each job in each of its modes as a job of its own for the lane DP.
+
+    The mode-free lanes give a job its least-work mode and, next to a partner, the speed of its fastest
+    mode that fits in memory next to it: a job that needs a slower (smaller sub-batch, more work) mode to
+    share pays for that mode only while it shares, though a real job keeps one mode for its whole run
+    (docs/oracle-measurements.md, "Modes: what the lanes charge for memory"). Here pseudo-job ``p`` is job
+    ``owner[p]`` in mode ``mode[p]``: its work ``w_p`` is that mode's (alone-slots: every mode runs ``U``
+    units a slot alone), its run lengths that mode's, and ``σ_pq`` (slot units, pseudo-job ``q``'s owner
+    beside it) the pair's slotted speed where the two modes fit on one GPU together, else the two may not
+    share. The master covers each *job* once over all of its pseudo-jobs and keeps a progress row per
+    pseudo-job, ``Σ_c (prog_c(p) − w_p·m_c(p))·λ_c ≥ 0`` (:class:`_Master`). A real schedule keeps each
+    job in one mode, so its lanes are columns of this master too: still a relaxation, at least as tight.
+
+    Attributes
+    ----------
+    owner, mode
+        ``[p]``: the job and the mode of pseudo-job ``p``.
+    of_mode
+        ``[j][m]``: the pseudo-job of job ``j`` in mode ``m``.
+    data
+        The pseudo-jobs as the lane DP's jobs (``n = P``; their releases, windows and late costs their
+        owners').
+    """
+
+    owner: np.ndarray
+    mode: np.ndarray
+    of_mode: tuple[tuple[int, ...], ...]
+    data: LaneData
+
+    @staticmethod
+    def of(problem: SlottedProblem, real: LaneData) -> PseudoJobs | None:
+        """The pseudo-jobs of ``problem`` over the mode-free lane data ``real``; ``None`` where they
+        would change nothing (every job has one mode, or no pair may share)."""
+        jobs = problem.jobs
+        if not real.shareable.any() or all(len(job.modes) == 1 for job in jobs):
+            return None
+        units = problem.units_per_slot
+        owner_list: list[int] = []
+        mode_list: list[int] = []
+        of_mode: list[tuple[int, ...]] = []
+        for j, job in enumerate(jobs):
+            of_mode.append(tuple(range(len(owner_list), len(owner_list) + len(job.modes))))
+            owner_list += [j] * len(job.modes)
+            mode_list += list(range(len(job.modes)))
+        owner = np.array(owner_list, dtype=np.int64)
+        mode = np.array(mode_list, dtype=np.int64)
+        count = owner.size
+        modes = [jobs[j].modes[m] for j, m in zip(owner_list, mode_list, strict=True)]
+        work = np.array([m.work for m in modes], dtype=float) / units
+        min_slots = np.array([m.min_slots for m in modes], dtype=np.int64)
+        max_slots = np.array([max(m.max_slots, m.min_slots) for m in modes], dtype=np.int64)
+        sigma = np.zeros((count, count))
+        for a in range(count):
+            i = int(owner[a])
+            for b in range(count):
+                k = int(owner[b])
+                if real.shareable[i, k] and problem.memory_fits(i, int(mode[a]), k, int(mode[b])):
+                    sigma[a, b] = (problem.speed[i][k] or 0) / units
+        shareable = (sigma > 0) & (sigma.T > 0)
+        sigma = np.where(shareable, sigma, 0.0)
+        with np.errstate(divide="ignore"):
+            nested = np.where(shareable, np.ceil(work[:, None] / np.where(shareable, sigma, 1.0) - 1e-9), np.inf)
+        last_end = real.last_end[owner]
+        data = replace(
+            real,
+            n=count,
+            num_gpus=real.num_gpus[owner],
+            work=work,
+            release=real.release[owner],
+            min_slots=min_slots,
+            max_slots=max_slots,
+            last_start=last_end - min_slots,
+            last_end=last_end,
+            late_cost=real.late_cost[owner],
+            can_be_late=real.can_be_late[owner],
+            sigma=sigma,
+            shareable=shareable,
+            nested_min=nested,
+            pseudo=None,
+        )
+        return PseudoJobs(owner=owner, mode=mode, of_mode=tuple(of_mode), data=data)
+
+    def real(self, lane: Lane) -> Lane:
+        """A lane over pseudo-jobs as a lane over jobs, each entry with its mode."""
+        return Lane(
+            tuple(
+                LaneEntry(int(self.owner[e.job]), e.start, e.end, e.progress, int(self.mode[e.job]))
+                for e in lane.entries
+            )
+        )
+
+    def window(self, window: Window) -> Window:
+        """A window over jobs as one over the pseudo-jobs (each its owner's)."""
+        owner = self.owner
+        return Window(window.start_lo[owner], window.start_hi[owner], window.end_lo[owner], window.end_hi[owner])
 
 
 def solution_runs(problem: SlottedProblem) -> dict[int, tuple[int, int, frozenset[int]]]:
@@ -280,19 +420,26 @@ def lanes_of_solution(problem: SlottedProblem, data: LaneData) -> list[Lane]:
     for i, (start, end, gpus) in solution_runs(problem).items():
         for g in gpus:
             on_gpu.setdefault(g, []).append((i, start, end))
+    solution = problem.upper_bound or {}
+    index = problem.index
+    modes = {index[job_id]: a.mode for job_id, a in solution.items()}
     lanes = []
     for every_run in on_gpu.values():
         # a job ending past the lanes' horizon is the master's "late" mass, not part of the lane
         runs = [run for run in every_run if run[2] <= data.horizon]
         if runs:
-            lanes.append(lane_of_runs(data, runs))
+            lanes.append(lane_of_runs(data, runs, modes))
     return lanes
 
 
-def lane_of_runs(data: LaneData, runs: Iterable[tuple[int, int, int]]) -> Lane:
+def lane_of_runs(data: LaneData, runs: Iterable[tuple[int, int, int]], modes: dict[int, int] | None = None) -> Lane:
     """The lane of ``(job, start, end)`` runs on one GPU, each job's progress charged for the slots it
-    overlaps each other run (with at most two runs at a time, those are exactly its shared slots)."""
+    overlaps each other run (with at most two runs at a time, those are exactly its shared slots).
+    Where the lanes are mode-aware, job ``j`` runs in mode ``modes[j]`` (default: its least-work mode, 0)."""
     runs = list(runs)
+    if data.pseudo is not None:
+        pseudo, chosen = data.pseudo, modes or {}
+        return pseudo.real(lane_of_runs(pseudo.data, [(pseudo.of_mode[i][chosen.get(i, 0)], s, e) for i, s, e in runs]))
     entries = []
     for i, start, end in runs:
         overlaps: dict[int, float] = {}
@@ -306,6 +453,8 @@ def lane_of_runs(data: LaneData, runs: Iterable[tuple[int, int, int]]) -> Lane:
 def single_job_lanes(data: LaneData) -> list[Lane]:
     """Every job alone at every start it may take (the master's first pool besides the upper bound's
     lanes: it lets the first duals move off the upper-bound solution)."""
+    if data.pseudo is not None:
+        return [data.pseudo.real(lane) for lane in single_job_lanes(data.pseudo.data)]
     lanes = []
     for j in range(data.n):
         d = int(data.min_slots[j])
@@ -848,13 +997,16 @@ class _Master:
         self.inf = inf
         n, horizon = data.n, data.horizon
         gpus = data.num_gpus.astype(float)
+        # mode-aware lanes (:class:`PseudoJobs`): coverage per job, progress per pseudo-job (right side 0)
+        self.modal = data.pseudo is not None
+        priced = data.priced
         self.coverage_row = np.arange(n, dtype=np.int64)
-        self.progress_row = np.arange(n, 2 * n, dtype=np.int64)
-        self.gpu_row = 2 * n
+        self.progress_row = np.arange(n, n + priced.n, dtype=np.int64)
+        self.gpu_row = n + priced.n
         h.addRows(
-            2 * n + 1,
-            np.concatenate([gpus, gpus * data.work, [-inf]]),
-            np.concatenate([gpus, np.full(n, inf), [float(data.gpus)]]),
+            n + priced.n + 1,
+            np.concatenate([gpus, np.zeros(priced.n) if self.modal else gpus * data.work, [-inf]]),
+            np.concatenate([gpus, np.full(priced.n, inf), [float(data.gpus)]]),
             0,
             np.array([], dtype=np.int32),
             np.array([], dtype=np.int32),
@@ -867,8 +1019,8 @@ class _Master:
             self.columns += 1
 
         for j in range(n):
-            covered = [int(self.coverage_row[j]), int(self.progress_row[j])]
-            whole = [float(gpus[j]), float(gpus[j] * data.work[j])]
+            covered = [int(self.coverage_row[j])] + ([] if self.modal else [int(self.progress_row[j])])
+            whole = [float(gpus[j])] + ([] if self.modal else [float(gpus[j] * data.work[j])])
             if artificial_cost is not None:
                 # the job covered at a price no real choice reaches: a node whose windows leave the pool
                 # no lane for the job still solves, and its duals price such lanes in (big-M phase one,
@@ -883,12 +1035,18 @@ class _Master:
         self.root_ends = root.ends(horizon)
         self.start_allowed = self.root_starts
         self.end_allowed = self.root_ends
+        # the same per row of the pricing's data (each pseudo-job's own where the lanes are mode-aware)
+        entry_root = priced.window()
+        self.entry_starts = entry_root.starts(horizon)
+        self.entry_ends = entry_root.ends(horizon)
         # what ending at E costs each of the job's lanes, in the pricing's value (−E/G_j)
-        self.end_value = np.where(self.root_ends, -np.arange(horizon + 1)[None, :] / gpus[:, None], 0.0)
+        self.end_value = np.where(
+            self.entry_ends, -np.arange(horizon + 1)[None, :] / priced.num_gpus.astype(float)[:, None], 0.0
+        )
         self.lanes: list[Lane] = []
         self.lane_cols: list[int] = []
         self.window: Window | None = None
-        self.keys: set[tuple[tuple[int, int, int], ...]] = set()
+        self.keys: set[tuple[tuple[int, ...], ...]] = set()
         # the cover rows' running columns (:meth:`_running`): (j, t) -> (its row, its column)
         self.running: dict[tuple[int, int], tuple[int, int]] = {}
         self._running_by_job = _SlotIndex()  # their rows under their job
@@ -923,10 +1081,13 @@ class _Master:
         gpus = self.data.num_gpus
         coefficients: dict[int, float] = {int(self.gpu_row): 1.0}
         cost = 0.0
+        data = self.data
         for e in lane.entries:
-            if not (self.root_starts[e.job, e.start] and self.root_ends[e.job, e.end]):
+            p = data.entry_index(e)
+            if not (self.entry_starts[p, e.start] and self.entry_ends[p, e.end]):
                 raise ValueError(f"lane entry outside job {e.job}'s window: {e}")
-            for row, value in ((int(self.coverage_row[e.job]), 1.0), (int(self.progress_row[e.job]), e.progress)):
+            progress = e.progress - float(data.priced.work[p]) if self.modal else e.progress
+            for row, value in ((int(self.coverage_row[e.job]), 1.0), (int(self.progress_row[p]), progress)):
                 coefficients[row] = coefficients.get(row, 0.0) + value
             cost += e.end / float(gpus[e.job])
         if self.covers is not None:
@@ -1150,13 +1311,18 @@ class _Master:
     def duals(self, mu: np.ndarray, eta: np.ndarray, nu: np.ndarray) -> Duals:
         """The pricing's :class:`Duals` of the rows' duals ``mu`` (coverage), ``eta`` (progress) and
         ``nu`` (cover rows)."""
-        gpus = self.data.num_gpus.astype(float)
-        alpha = np.where(self.root_starts, mu[:, None], 0.0)
+        data = self.data
+        gpus = data.num_gpus.astype(float)
+        # by the pricing's rows: pseudo-job p stands for job owner[p] (the identity without modes), and
+        # its progress row's right side is 0, so what it must progress comes off its start's value
+        owner = np.arange(data.n) if data.pseudo is None else data.pseudo.owner
+        start_value = mu[owner] - eta * data.priced.work if self.modal else mu
+        alpha = np.where(self.entry_starts, start_value[:, None], 0.0)
         beta = self.end_value.copy()
         prices = self.covers.start_end_prices(nu) if self.covers is not None else None
         if prices is not None:
-            alpha -= np.where(self.root_starts, prices[0] / gpus[:, None], 0.0)
-            beta -= np.where(self.root_ends, prices[1] / gpus[:, None], 0.0)
+            alpha -= np.where(self.entry_starts, (prices[0] / gpus[:, None])[owner], 0.0)
+            beta -= np.where(self.entry_ends, (prices[1] / gpus[:, None])[owner], 0.0)
         return Duals(alpha=alpha, beta=beta, eta=eta, nu=nu, mu=mu)
 
     def lagrangian(self, duals: Duals, top: float) -> float:
@@ -1169,18 +1335,26 @@ class _Master:
         if duals.mu.size != data.n:
             raise ValueError("the Lagrangian needs the coverage rows' duals (Duals.mu, from _Master.duals)")
         gpus = data.num_gpus.astype(float)
-        whole = gpus * data.work
-        total = float(np.sum(whole * duals.eta)) + data.gpus * min(0.0, -top)
+        whole, eta = self._progress_sides(duals)
+        total = float(np.sum(whole * eta)) + data.gpus * min(0.0, -top)
         if self.covers is not None:
             total += self.covers.constant(duals.nu)
         on_time = self.start_allowed.any(axis=1) & self.end_allowed.any(axis=1)
-        late_saving = np.where(data.can_be_late, data.late_cost - gpus * duals.mu - whole * duals.eta, 0.0)
+        late_saving = np.where(data.can_be_late, data.late_cost - gpus * duals.mu - whole * eta, 0.0)
         total += float(np.sum(np.where(on_time, gpus * duals.mu + np.minimum(0.0, late_saving), 0.0)))
         stuck = ~on_time
         if np.any(stuck & ~data.can_be_late):
             return math.inf
-        total += float(np.sum(np.where(stuck, data.late_cost - whole * duals.eta, 0.0)))
+        total += float(np.sum(np.where(stuck, data.late_cost - whole * eta, 0.0)))
         return total
+
+    def _progress_sides(self, duals: Duals) -> tuple[np.ndarray, np.ndarray]:
+        """Per job, its progress row's right side ``G_j·w_j`` and that row's dual, as the Lagrangian
+        counts them; zeros where the lanes are mode-aware (the pseudo-jobs' rows have right side 0 and
+        hold no late mass)."""
+        if self.modal:
+            return np.zeros(self.data.n), np.zeros(self.data.n)
+        return self.data.num_gpus.astype(float) * self.data.work, duals.eta
 
     def others_bounds(self, duals: Duals, top: float) -> np.ndarray:
         """``[j]``: a lower bound on ``Σ_{k≠j} E_k`` (slots) over every schedule in the master's windows,
@@ -1195,11 +1369,11 @@ class _Master:
         data = self.data
         total = self.lagrangian(duals, top)
         gpus = data.num_gpus.astype(float)
-        whole = gpus * data.work
+        whole, eta = self._progress_sides(duals)
         on_time = self.start_allowed.any(axis=1) & self.end_allowed.any(axis=1)
-        late_saving = np.where(data.can_be_late, data.late_cost - gpus * duals.mu - whole * duals.eta, 0.0)
-        own = whole * duals.eta + np.where(
-            on_time, gpus * duals.mu + np.minimum(0.0, late_saving), data.late_cost - whole * duals.eta
+        late_saving = np.where(data.can_be_late, data.late_cost - gpus * duals.mu - whole * eta, 0.0)
+        own = whole * eta + np.where(
+            on_time, gpus * duals.mu + np.minimum(0.0, late_saving), data.late_cost - whole * eta
         )
         return np.asarray(total - own, dtype=float)
 
@@ -1208,7 +1382,8 @@ class _Master:
         this)."""
         total = 0.0
         for e in lane.entries:
-            total += duals.alpha[e.job, e.start] + duals.beta[e.job, e.end] + duals.eta[e.job] * e.progress
+            p = self.data.entry_index(e)
+            total += duals.alpha[p, e.start] + duals.beta[p, e.end] + duals.eta[p] * e.progress
         if self.covers is not None and duals.nu.size:
             for r, value in self.covers.coefficients(lane).items():
                 if r < duals.nu.size:
@@ -1237,6 +1412,9 @@ class _LanePricing:
     """
 
     def __init__(self, data: LaneData, covers: _CoverRows | None = None) -> None:
+        # mode-aware lanes: the DP runs over the pseudo-jobs, and its lanes come back over the jobs
+        self.pseudo = data.pseudo
+        data = data.priced
         self.data = data
         self.covers = covers  # the master's cover rows, whose duals this pricing takes
         n, horizon = data.n, data.horizon
@@ -1263,6 +1441,8 @@ class _LanePricing:
 
     def restrict(self, window: Window) -> None:
         """Run job ``j`` only inside ``window`` (a branch-and-bound node)."""
+        if self.pseudo is not None:
+            window = self.pseudo.window(window)
         starts, ends = window.starts(self.data.horizon), window.ends(self.data.horizon)
         self.start_ok = self._start_base & starts
         self.valid_run = self._valid_base & starts[:, :, None] & ends[:, None, :]
@@ -1290,6 +1470,8 @@ class _LanePricing:
                 break
             start, end = ends_arg[j]
             lanes.append(self._backtrack(int(j), int(start), int(end)))
+        if self.pseudo is not None:
+            lanes = [self.pseudo.real(lane) for lane in lanes]
         return max(best, 0.0), lanes
 
     def _price_exclusive(self, value: np.ndarray, want: int) -> tuple[float, list[Lane]]:
@@ -1331,6 +1513,9 @@ class _LanePricing:
         bonus = self.covers.bonus(duals.nu) if self.covers is not None else None
         if bonus is None and duals.nu.size and np.any(duals.nu > 0):
             raise ValueError("duals of cover rows given to a pricing that does not know the rows")
+        if bonus is not None and self.pseudo is not None:  # the rows are over jobs: each pseudo-job's owner's
+            owner = self.pseudo.owner
+            bonus = bonus[np.ix_(owner, owner)]
         return bonus
 
     def _forward(
@@ -1909,16 +2094,30 @@ def check_restrictions(
     return pairs
 
 
+def lane_data(
+    problem: SlottedProblem, cut: int, modes: bool = False, max_states: int = DEFAULT_MAX_LANE_STATES
+) -> LaneData:
+    """:meth:`LaneData.from_problem`, mode-aware where ``modes`` asks and the pseudo-jobs' DP stays within
+    ``max_states`` cells (else mode-free, as the lanes skip a problem past it)."""
+    data = LaneData.from_problem(problem, cut, modes=modes)
+    if data.pseudo is not None and data.pseudo.data.n * (cut + 1) ** 2 > max_states:
+        return replace(data, pseudo=None)
+    return data
+
+
 def restricted_data(
     problem: SlottedProblem,
     cut: int,
     fixed_starts: dict[str, int] | None = None,
     sharing_pairs: list[tuple[str, str]] | None = None,
+    modes: bool = False,
+    max_states: int = DEFAULT_MAX_LANE_STATES,
 ) -> tuple[LaneData, Window | None]:
-    """The lane data with sharing left only to ``sharing_pairs`` (job ids; all pairs when ``None``), and
-    the root window with each job of ``fixed_starts`` at its one start (``None`` when none is fixed)."""
+    """The lane data (mode-aware as :func:`lane_data` says) with sharing left only to ``sharing_pairs``
+    (job ids; all pairs when ``None``), and the root window with each job of ``fixed_starts`` at its one
+    start (``None`` when none is fixed)."""
     index = problem.index
-    data = LaneData.from_problem(problem, cut)
+    data = lane_data(problem, cut, modes, max_states)
     if sharing_pairs is not None:
         allowed = np.zeros((data.n, data.n), dtype=bool)
         for a, b in sharing_pairs:
@@ -1950,6 +2149,7 @@ def lane_bound(
     fixed_starts: dict[str, int] | None = None,
     sharing_pairs: Iterable[tuple[str, str]] | None = None,
     gang_repeats: bool = False,
+    modes: bool = False,
 ) -> LaneBound:
     """Lower bound on ``Σ_j E_j`` (slots) by column generation over lanes (module docstring).
 
@@ -1989,9 +2189,14 @@ def lane_bound(
         Also measure how much the last master time-slices gangs (a gang twice in one lane) and what
         forbidding that could gain at most (:attr:`LaneBound.gang_repeat_share`,
         :attr:`LaneBound.elementary_ceiling`; a diagnostic, after the bound, at most 60 s more).
+    modes
+        Mode-aware lanes (:class:`PseudoJobs`): each job keeps one mode for its whole run. With the fast
+        pricing only; where the pseudo-jobs' DP would pass ``max_states``, the lanes are mode-free.
     """
     if pricing not in LANE_PRICINGS:
         raise ValueError(f"pricing must be 'fast' or 'progress', got {pricing!r}")
+    if modes and pricing != "fast":
+        raise ValueError("modes=True needs pricing='fast' (the progress pricing is mode-free)")
     sharing_pairs = check_restrictions(problem, fixed_starts, sharing_pairs)
     if not (isinstance(grid, int) and grid >= 1):
         raise ValueError(f"grid must be an integer >= 1, got {grid!r}")
@@ -2002,7 +2207,7 @@ def lane_bound(
         return LaneBound(math.nan, f"skipped: {reason}")
     import highspy
 
-    data, window = restricted_data(problem, cut, fixed_starts, sharing_pairs)
+    data, window = restricted_data(problem, cut, fixed_starts, sharing_pairs, modes, max_states)
     # the progress pricing does not take the cover rows' duals: no such rows with it
     master = root_master(problem, data, highspy, cover_rows=pricing == "fast", cover_sets=cover_sets)
     pricer: _LanePricing | _ProgressPricing = (
@@ -2011,7 +2216,7 @@ def lane_bound(
     if window is not None:
         master.restrict(window)
         pricer.restrict(window)
-    want = columns_per_round or max(1, data.n)
+    want = columns_per_round or max(1, data.priced.n)
 
     def report(outcome: _Generation) -> bool:
         return on_bound is None or on_bound(_with_others(_result(outcome, "running", master, began), master, outcome))
@@ -2127,12 +2332,119 @@ def lane_lp_first(
         master,
         pricer,
         deadline=deadline,
-        want=max(1, data.n),
+        want=max(1, data.priced.n),
         smoothing=smoothing,
         max_rounds=max_rounds,
         cancel=cancel,
     )
     return master, outcome
+
+
+MODE_FREE_SHARE = 1 / 3
+"""The most of a mode-aware tree's time (:func:`formulation.lane_tree.lane_tree_bound`) that the mode-free
+root takes before the mode-aware master starts from it (:func:`modal_master`)."""
+MODE_COMBINATIONS = 256
+"""A mode-free lane is given modes (:func:`modal_lane`) only where its jobs' mode combinations are at most
+this many."""
+
+
+def modal_lane(data: LaneData, lane: Lane) -> Lane | None:
+    """A mode-free lane as a mode-aware one (``data`` mode-aware): each of its jobs in one mode, chosen
+    among the combinations in which every overlapping pair may share and every run's length and window
+    suit its mode, least total work first; ``None`` where none does (or there are more than
+    :data:`MODE_COMBINATIONS`)."""
+    pseudo = data.pseudo
+    if pseudo is None:
+        raise ValueError("modal_lane needs mode-aware lane data")
+    priced = pseudo.data
+    jobs = sorted({e.job for e in lane.entries})
+    choices = [range(len(pseudo.of_mode[j])) for j in jobs]
+    if math.prod(len(c) for c in choices) > MODE_COMBINATIONS:
+        return None
+    runs = [(e.job, e.start, e.end) for e in lane.entries]
+    overlapping = [
+        (x, y) for a, x in enumerate(runs) for y in runs[a + 1 :] if x[0] != y[0] and min(x[2], y[2]) > max(x[1], y[1])
+    ]
+    best: tuple[float, dict[int, int]] | None = None
+    for combination in itertools.product(*choices):
+        modes = dict(zip(jobs, combination, strict=True))
+        of = {j: pseudo.of_mode[j][m] for j, m in modes.items()}
+        if any(
+            not (
+                priced.min_slots[of[j]] <= end - start <= priced.max_slots[of[j]]
+                and start <= priced.last_start[of[j]]
+                and end <= priced.last_end[of[j]]
+            )
+            for j, start, end in runs
+        ):
+            continue
+        if any(not priced.shareable[of[x[0]], of[y[0]]] for x, y in overlapping):
+            continue
+        work = sum(float(priced.work[of[j]]) for j, _, _ in runs)
+        if best is None or work < best[0]:
+            best = (work, modes)
+    return None if best is None else lane_of_runs(data, runs, best[1])
+
+
+def modal_duals(free: _Master, duals: Duals, master: _Master) -> Duals:
+    """Mode-free duals (of ``free``'s rows) as duals of the mode-aware ``master`` (same jobs, same cover
+    rows in the same order) whose Lagrangian is at least as high: ``μ'_j = μ_j + η_j·w_j`` and
+    ``η_p = η_j·w_j / w_p`` for each pseudo-job ``p`` of job ``j`` (``w_j`` its least work). A mode-aware
+    lane is worth then at most the mode-free lane of the same runs (its progress in the job's least-work
+    units is at least ``w_j / w_p`` times its own), so the best lane is worth no more and every other term
+    of the Lagrangian is the same."""
+    data = master.data
+    pseudo = data.pseudo
+    if pseudo is None or free.data.pseudo is not None:
+        raise ValueError("modal_duals maps mode-free duals to a mode-aware master")
+    least = free.data.work
+    mu = duals.mu + duals.eta * least
+    eta = duals.eta[pseudo.owner] * least[pseudo.owner] / np.maximum(pseudo.data.work, 1e-12)
+    return master.duals(mu=mu, eta=eta, nu=duals.nu)
+
+
+def modal_master(
+    problem: SlottedProblem,
+    data: LaneData,
+    *,
+    window: Window | None,
+    free_until: float,
+    smoothing: float = DEFAULT_SMOOTHING,
+    cancel: threading.Event | None = None,
+    artificial_cost: float | None = None,
+    cover_sets: bool = True,
+) -> tuple[_Master, _LanePricing, Duals | None]:
+    """A mode-aware master (``data`` mode-aware) that starts from the mode-free root: the mode-free lane LP
+    by column generation until it converges or ``free_until``, then a mode-aware master with its cover
+    rows, its lanes in use given modes (:func:`modal_lane`), the upper bound's lanes and every pseudo-job
+    alone, and its best duals mapped (:func:`modal_duals`) as the first point to price: so the mode-aware
+    bound starts at the mode-free one, and the mode-aware pricing starts where the LP is already tight.
+    Returns the master, its pricing and that point (``None`` if the mode-free root proved nothing)."""
+    import highspy
+
+    free, outcome = lane_lp_first(
+        problem,
+        replace(data, pseudo=None),
+        window=window,
+        deadline=free_until,
+        smoothing=smoothing,
+        cancel=cancel,
+        artificial_cost=artificial_cost,
+        cover_sets=cover_sets,
+    )
+    master = root_master(problem, data, highspy, artificial_cost=artificial_cost, cover_sets=cover_sets)
+    if free.covers is not None and master.covers is not None:
+        master.add_cover_rows(free.covers.row_list())
+    if outcome.values is not None:
+        values = outcome.values
+        used = [lane for lane, col in zip(free.lanes, free.lane_cols, strict=True) if values[col] > 1e-9]
+        master.add([lane for lane in (modal_lane(data, lane) for lane in used) if lane is not None])
+    pricer = _LanePricing(data, master.covers)
+    if window is not None:
+        master.restrict(window)
+        pricer.restrict(window)
+    center = None if outcome.center is None else modal_duals(free, outcome.center, master)
+    return master, pricer, center
 
 
 def generation_bound(
@@ -2155,7 +2467,7 @@ def generation_bound(
         master,
         pricer,
         deadline=began + time_limit,
-        want=max(1, master.data.n),
+        want=max(1, master.data.priced.n),
         smoothing=smoothing,
         max_rounds=max_rounds,
         cancel=cancel,
@@ -2187,4 +2499,5 @@ def _result(outcome: _Generation, status: str, master: _Master, began: float) ->
         master_seconds=outcome.master_seconds,
         horizon=master.data.horizon,
         history=tuple(outcome.history),
+        mode_aware=master.data.pseudo is not None,
     )

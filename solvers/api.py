@@ -1156,6 +1156,7 @@ def _solve_problem(
     branch_and_price = spec.name == "bnp"
     options = cast(dict[str, Any], payload["options"])
     narrow = _lane_windows_option(options)
+    lane_modes = _lane_modes_option(options)
     leaf_checker: _LeafChecker | None = None
     primal = True
     if branch_and_price:
@@ -1196,6 +1197,7 @@ def _solve_problem(
             began=began,
             lanes_first=lanes_first,
             first=first,
+            modes=lane_modes,
         )
     try:
         if time.time() < deadline - margin and not primal and relaxation is not None:
@@ -1246,6 +1248,20 @@ def _lane_windows_option(options: dict[str, Any]) -> bool:
     value = options.pop("lane_windows", True)
     if not isinstance(value, bool):
         raise DuettoInputError(f"must be true or false, got {value!r}", field="options.lane_windows")
+    return value
+
+
+LANE_MODES_DEFAULT = False
+"""Whether the lane bounds are mode-aware (:class:`formulation.lanes.PseudoJobs`) unless
+``options["lane_modes"]`` says otherwise."""
+
+
+def _lane_modes_option(options: dict[str, Any]) -> bool:
+    """Take ``lane_modes`` (mode-aware lanes in the lane bound and the tree; default
+    :data:`LANE_MODES_DEFAULT`) out of the backend's options."""
+    value = options.pop("lane_modes", LANE_MODES_DEFAULT)
+    if not isinstance(value, bool):
+        raise DuettoInputError(f"must be true or false, got {value!r}", field="options.lane_modes")
     return value
 
 
@@ -1569,8 +1585,10 @@ class _Relaxations:
         began: float | None = None,
         lanes_first: bool | None = False,
         first: RelaxationBound | None = None,
+        modes: bool = False,
     ) -> None:
         self.tree = tree
+        self.modes = modes  # mode-aware lanes (formulation.lanes.PseudoJobs)
         # the coupled LP's first level, solved before the solver started (:func:`_windows_from_the_start`):
         # its refinement goes on from the next width
         self.first = first
@@ -1674,6 +1692,7 @@ class _Relaxations:
                     leaf_check=self.leaf_check,
                     leaf_seconds=LEAF_SECONDS,
                     on_root_others=self.tracker.offer_others,
+                    modes=self.modes,
                 )
                 if self.lane_outcome.proven:
                     self._offer_tree(self.lane_outcome.value)
@@ -1683,6 +1702,7 @@ class _Relaxations:
                     time_limit=max(0.01, deadline - time.time()),
                     cancel=self.cancel,
                     on_bound=self._offer_lanes,
+                    modes=self.modes,
                 )
         except Exception as error:
             self.lane_error = f"{type(error).__name__}: {error}"
@@ -1790,6 +1810,7 @@ class _Relaxations:
             self.tracker.lanes.setdefault("bound_slots", None)  # every summary has it: None when none proven
             self.tracker.lanes["method"] = "branch-and-price" if self.tree else "lane LP"
             self.tracker.lanes["order"] = "first" if self.lanes_first else "after"
+            self.tracker.lanes["lane_modes"] = self.modes  # asked for; "mode_aware": what the lanes ran with
 
     def _record_coupled(self) -> None:
         # a finer LP still being solved at the deadline leaves the best one proven before it

@@ -264,3 +264,18 @@ def test_the_lane_windows_from_the_command_line(app: typer.Typer, runner: CliRun
     assert on.exit_code == 0 and off.exit_code == 0, on.output + off.output
     assert isinstance(json.loads(on.output)["stats"]["lane_windows"]["restarts"], list)
     assert json.loads(off.output)["stats"]["lane_windows"] is None
+
+
+def test_mode_aware_lanes_from_the_command_line(app: typer.Typer, runner: CliRunner, tmp_path: Path) -> None:
+    path = tmp_path / "memory.json"
+    instance = generate_instance(7, 1, 4, 0, memory_pressure=0.6)
+    io.save_instance(instance, path)
+    out = tmp_path / "schedule.json"
+    command = ["solve", str(path), "--solver", "bnp", "--time-limit", "20", "--json"]
+    on = runner.invoke(app, [*command, "--lane-modes", "-o", str(out)])
+    off = runner.invoke(app, command)
+    assert on.exit_code == 0 and off.exit_code == 0, on.output + off.output
+    assert json.loads(on.output)["stats"]["lane_bound"]["lane_modes"] is True
+    assert json.loads(off.output)["stats"]["lane_bound"]["lane_modes"] is False
+    assert json.loads(on.output)["objective"] == json.loads(off.output)["objective"]  # both proven
+    assert validate(instance, io.load_schedule(out)).ok

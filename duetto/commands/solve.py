@@ -174,6 +174,16 @@ def register(app: typer.Typer) -> None:
                 ),
             ),
         ] = True,
+        lane_modes: Annotated[
+            bool,
+            typer.Option(
+                "--lane-modes/--no-lane-modes",
+                help=(
+                    "mode-aware lane bounds: each job keeps one mode (sub-batch) for its whole run in the"
+                    " lanes too (off by default: stronger where memory forces slower modes, slower)"
+                ),
+            ),
+        ] = False,
         threads: Annotated[
             int | None, typer.Option("--threads", help="solver threads / CP-SAT workers (default 2 for CP-SAT)")
         ] = None,
@@ -197,6 +207,8 @@ def register(app: typer.Typer) -> None:
             options["split"] = True
         if not lane_windows:
             options["lane_windows"] = False
+        if lane_modes:
+            options["lane_modes"] = True
         arguments = (instance, solver, time_limit, slot, objective.value)
         settings: dict[str, Any] = {
             "export_model": export_model,

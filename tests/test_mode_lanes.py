@@ -1,0 +1,195 @@
+"""Mode-aware lanes (:class:`formulation.lanes.PseudoJobs`): each job in each of its modes a pseudo-job of
+the lane DP, one coverage row per job. Every real schedule's lanes are columns, the bound stays below
+proven optima and at or above the mode-free lane LP, and ``bnp`` takes them as an option."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from formulation.discretize import SlottedProblem, choose_slot, discretize
+from formulation.errors import DuettoInputError
+from formulation.generator import generate_instance
+from formulation.instance import Instance
+from formulation.lane_tree import lane_tree_bound
+from formulation.lanes import (
+    Duals,
+    LaneData,
+    _LanePricing,
+    _Master,
+    lane_bound,
+    lane_of_runs,
+    lanes_of_solution,
+    single_job_lanes,
+)
+from formulation.validator import validate
+from heuristics.simulator import simulate
+from solvers import SolveStatus, solve
+
+
+@functools.cache
+def proven(seed: int) -> tuple[Instance, int, SlottedProblem]:
+    """7 jobs on 4 GPUs with memory pressure (most jobs have several modes, some pairs fit only in slower
+    ones), its CP-SAT-proven optimum (slots) and its slotted problem with the optimal schedule."""
+    instance = generate_instance(7, 1, 4, seed, memory_pressure=0.6)
+    result = solve(instance, "cpsat", time_limit=30, slot=choose_slot(instance, 40))
+    assert result.status is SolveStatus.OPTIMAL
+    problem = discretize(instance, slot=result.stats["problem"]["slot_seconds"]).with_upper_bound(result.schedule)
+    return instance, int(result.stats["objective_slots"]), problem
+
+
+def test_pseudo_jobs_are_each_job_in_each_mode_sharing_where_both_modes_fit() -> None:
+    instance = generate_instance(7, 1, 4, 0, memory_pressure=0.6)
+    problem = discretize(instance, slot=choose_slot(instance, 40))
+    data = LaneData.from_problem(problem, problem.horizon, modes=True)
+    pseudo = data.pseudo
+    assert pseudo is not None
+    assert pseudo.data.n == sum(len(job.modes) for job in problem.jobs)
+    units = problem.units_per_slot
+    fits_only_slower = 0
+    for p in range(pseudo.data.n):
+        j, m = int(pseudo.owner[p]), int(pseudo.mode[p])
+        assert pseudo.of_mode[j][m] == p
+        assert pseudo.data.work[p] == pytest.approx(problem.jobs[j].modes[m].work / units)
+        assert pseudo.data.min_slots[p] == problem.jobs[j].modes[m].min_slots
+        for q in range(pseudo.data.n):
+            k, n = int(pseudo.owner[q]), int(pseudo.mode[q])
+            both = bool(data.shareable[j, k]) and problem.memory_fits(j, m, k, n) and problem.memory_fits(k, n, j, m)
+            assert bool(pseudo.data.shareable[p, q]) == both
+            if both:
+                assert pseudo.data.sigma[p, q] == pytest.approx(problem.speed[j][k] / units)
+        # a pair the mode-free lanes let share which fits only in some slower mode of j
+        fits_only_slower += sum(
+            1
+            for k in range(problem.num_jobs)
+            if m == 0 and data.shareable[j, k] and not pseudo.data.shareable[p, pseudo.of_mode[k][0]]
+        )
+    assert fits_only_slower > 0  # where the modes matter
+    # nothing to gain without sharing: the lanes stay mode-free
+    exclusive = generate_instance(7, 1, 4, 0, memory_pressure=0.6, capacity=1)
+    problem_1 = discretize(exclusive, slot=choose_slot(exclusive, 40))
+    assert LaneData.from_problem(problem_1, problem_1.horizon, modes=True).pseudo is None
+
+
+@pytest.mark.parametrize("policy", ["sjf-bsbf", "fifo"])
+def test_every_lane_of_a_real_schedule_in_its_modes_is_a_column(policy: str) -> None:
+    # each entry runs in its schedule's mode and progresses at least that mode's work in its own lane
+    instance = generate_instance(16, 1, 8, 3, memory_pressure=0.6)
+    problem = discretize(instance, slot=choose_slot(instance, 60))
+    schedule = simulate(instance, policy, slot=problem.slot).schedule
+    assert validate(instance, schedule).ok
+    problem = problem.with_upper_bound(schedule)
+    data = LaneData.from_problem(problem, problem.horizon, modes=True)
+    assert data.pseudo is not None
+    lanes = lanes_of_solution(problem, data)
+    modes = {problem.index[job_id]: a.mode for job_id, a in problem.upper_bound.items()}
+    import highspy
+
+    master = _Master(data, highspy, cover_rows=False)
+    assert master.add(lanes) == len({lane.key() for lane in lanes})
+    for lane in lanes:
+        for e in lane.entries:
+            assert e.mode == modes[e.job]
+            assert e.progress >= data.priced.work[data.entry_index(e)] - 1e-9
+    assert sum(len(lane.entries) for lane in lanes) == sum(job.num_gpus for job in instance.jobs)
+    if policy == "sjf-bsbf":  # batch-size scaling: some job shares in a slower mode
+        assert any(e.mode > 0 for lane in lanes for e in lane.entries)
+    # every job alone in each of its modes that fits in the horizon
+    alone = single_job_lanes(data)
+    priced = data.priced
+    assert {(e.job, e.mode) for lane in alone for e in lane.entries} == {
+        (j, m)
+        for j, job in enumerate(problem.jobs)
+        for m in range(len(job.modes))
+        if priced.release[data.pseudo.of_mode[j][m]] <= priced.last_start[data.pseudo.of_mode[j][m]]
+    }
+
+
+def test_the_pricing_returns_lanes_over_jobs_worth_what_it_says() -> None:
+    # random duals over the pseudo-jobs: the best lane the DP returns, read back over jobs and modes, is
+    # worth the DP's optimum by the master's own valuation
+    _, _, problem = proven(0)
+    data = LaneData.from_problem(problem, problem.horizon, modes=True)
+    import highspy
+
+    master = _Master(data, highspy, cover_rows=False)
+    pricing = _LanePricing(data)
+    rng = np.random.default_rng(0)
+    priced = data.priced
+    for _ in range(10):
+        shape = (priced.n, priced.horizon + 1)
+        duals = Duals(rng.normal(0, 3, shape), rng.normal(0, 3, shape), rng.uniform(0, 2, priced.n))
+        top, lanes = pricing.price(duals, priced.n)
+        if lanes:
+            assert master.lane_value(lanes[0], duals) == pytest.approx(top, abs=1e-7)
+            for lane in lanes:
+                assert all(0 <= e.job < data.n and e.mode < len(problem.jobs[e.job].modes) for e in lane.entries)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_mode_aware_bound_stays_below_the_optimum_and_above_the_mode_free_lp(seed: int) -> None:
+    _, optimum, problem = proven(seed)
+    free = lane_bound(problem, time_limit=60, cover_sets=False)
+    aware = lane_bound(problem, time_limit=60, cover_sets=False, modes=True)
+    assert free.status == aware.status == "optimal"
+    # a mode-aware lane is a mode-free lane with its progress counted in the job's fastest fitting mode
+    assert free.value - 1e-6 * free.value <= aware.value <= optimum + 1e-6
+    # stopped early, the Lagrangian bound is still a bound
+    first = lane_bound(problem, max_rounds=1, modes=True)
+    assert first.proven and first.value <= optimum + 1e-6
+    tree = lane_tree_bound(problem, time_limit=30, modes=True)
+    assert tree.proven and aware.value - 1e-6 * aware.value <= tree.value <= optimum + 1e-6
+
+
+def test_a_schedule_with_a_pair_that_fits_only_in_slower_modes_is_a_column_at_its_cost() -> None:
+    # the lane of two jobs sharing in the modes in which they fit: a column whose progress rows hold
+    _, _, problem = proven(0)
+    data = LaneData.from_problem(problem, problem.horizon, modes=True)
+    pseudo = data.pseudo
+    assert pseudo is not None
+    found = None
+    for j in range(data.n):
+        for k in range(data.n):
+            if j < k and data.num_gpus[j] == data.num_gpus[k] == 1 and data.shareable[j, k]:
+                pairs = [
+                    (m, n)
+                    for m in range(len(problem.jobs[j].modes))
+                    for n in range(len(problem.jobs[k].modes))
+                    if pseudo.data.shareable[pseudo.of_mode[j][m], pseudo.of_mode[k][n]]
+                ]
+                if pairs and pairs[0] != (0, 0):
+                    found = (j, k, pairs[0])
+    if found is None:
+        pytest.skip("no one-GPU pair that fits only in slower modes on this instance")
+    j, k, (m, n) = found
+    p, q = pseudo.of_mode[j][m], pseudo.of_mode[k][n]
+    length = int(max(pseudo.data.nested_min[p, q], pseudo.data.nested_min[q, p]))
+    start = int(max(data.release[j], data.release[k]))
+    lane = lane_of_runs(data, [(j, start, start + length), (k, start, start + length)], {j: m, k: n})
+    assert [(e.job, e.mode) for e in lane.entries] == [(j, m), (k, n)]
+    for e in lane.entries:
+        assert e.progress >= data.priced.work[data.entry_index(e)] - 1e-9
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_bnp_with_mode_aware_lanes_proves_the_optimum_and_its_schedule_is_valid(seed: int) -> None:
+    instance, optimum, problem = proven(seed)
+    result = solve(instance, "bnp", time_limit=60, slot=problem.slot, options={"lane_modes": True})
+    assert validate(instance, result.schedule).ok
+    assert result.status is SolveStatus.OPTIMAL
+    assert result.stats["objective_slots"] == optimum
+    assert result.bound <= result.objective + 1e-6
+
+
+def test_lane_modes_option_must_be_a_boolean() -> None:
+    instance = generate_instance(4, 1, 2, 0)
+    with pytest.raises(DuettoInputError) as error:
+        solve(instance, "bnp", time_limit=5, options={"lane_modes": "yes"})
+    assert "options.lane_modes" in str(error.value) and "true or false" in str(error.value)
+    _, _, problem = proven(0)
+    with pytest.raises(ValueError, match="pricing='fast'"):
+        lane_bound(problem, pricing="progress", modes=True)
+    with pytest.raises(ValueError, match="gang_runs"):
+        lane_tree_bound(problem, modes=True, gang_paces=True)
