@@ -5,6 +5,8 @@ proven optima and at or above the mode-free lane LP, and ``bnp`` takes them as a
 from __future__ import annotations
 
 import functools
+import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -20,9 +22,12 @@ from formulation.lanes import (
     _LanePricing,
     _Master,
     lane_bound,
+    lane_lp_first,
     lane_of_runs,
     lanes_of_solution,
+    modal_master,
     single_job_lanes,
+    solution_runs,
 )
 from formulation.validator import validate
 from heuristics.simulator import simulate
@@ -136,6 +141,11 @@ def test_mode_aware_bound_stays_below_the_optimum_and_above_the_mode_free_lp(see
     assert free.status == aware.status == "optimal"
     # a mode-aware lane is a mode-free lane with its progress counted in the job's fastest fitting mode
     assert free.value - 1e-6 * free.value <= aware.value <= optimum + 1e-6
+    # the windows' bounds from its duals hold for the optimal schedule: Σ_{k≠j} E_k ≥ others[j]
+    ends = {j: end for j, (_, end, _) in solution_runs(problem).items()}
+    assert aware.others is not None and len(aware.others) == problem.num_jobs
+    for j, others in enumerate(aware.others):
+        assert others <= sum(ends.values()) - ends[j] + 1e-6
     # stopped early, the Lagrangian bound is still a bound
     first = lane_bound(problem, max_rounds=1, modes=True)
     assert first.proven and first.value <= optimum + 1e-6
@@ -193,3 +203,29 @@ def test_lane_modes_option_must_be_a_boolean() -> None:
         lane_bound(problem, pricing="progress", modes=True)
     with pytest.raises(ValueError, match="gang_runs"):
         lane_tree_bound(problem, modes=True, gang_paces=True)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_the_mode_free_duals_mapped_start_the_mode_aware_bound_at_the_mode_free_one(seed: int) -> None:
+    # modal_duals: at the mapped point no mode-aware lane is worth more than its mode-free twin, so the
+    # mode-aware Lagrangian there is at least the mode-free bound (and, like every bound, below the optimum)
+    _, optimum, problem = proven(seed)
+    data = LaneData.from_problem(problem, problem.horizon, modes=True)
+    deadline = time.perf_counter() + 60
+    _, free = lane_lp_first(problem, replace(data, pseudo=None), window=None, deadline=deadline)
+    assert free.status == "optimal" and free.center is not None
+    master, pricer, center = modal_master(problem, data, window=None, free_until=deadline)
+    assert center is not None and master.data.pseudo is not None
+    top, _ = pricer.price(center, 0)
+    started = master.lagrangian(center, top)
+    assert free.best - 1e-6 * abs(free.best) <= started <= optimum + 1e-6
+    # the mode-free lanes in use came over with modes: every overlapping pair shares in modes that fit
+    priced = data.priced
+    shared = 0
+    for lane in master.lanes:
+        for a, x in enumerate(lane.entries):
+            for y in lane.entries[a + 1 :]:
+                if x.job != y.job and min(x.end, y.end) > max(x.start, y.start):
+                    assert priced.shareable[data.entry_index(x), data.entry_index(y)]
+                    shared += 1
+    assert shared > 0
