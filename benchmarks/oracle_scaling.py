@@ -145,7 +145,7 @@ def run_one(
     lane_bound: LaneOrder = True,
     lane_windows: bool = True,
     capacity: int = 2,
-    lane_modes: bool | None = None,
+    lane_modes: bool | str | None = None,
 ) -> dict[str, Any]:
     """Solve one instance of the family; a row of the CSV.
 

@@ -71,6 +71,13 @@ TARGETS: tuple[Target, ...] = (
 """The issue's targets at ``C = 2`` on one 8-GPU node (the trace bound's is not a set of solves)."""
 
 NODES, GPUS_PER_NODE = 1, 8
+LANE_MODE_CHOICES: dict[str | None, bool | str | None] = {
+    None: None,
+    "on": True,
+    "off": False,
+    "selective": "selective",
+}
+"""``--lane-modes`` as ``options["lane_modes"]`` (``None``: the solve's default)."""
 
 
 def run_targets(
@@ -81,7 +88,7 @@ def run_targets(
     threads: int = 2,
     output: Path | None = None,
     echo: bool = True,
-    lane_modes: bool | None = None,
+    lane_modes: bool | str | None = None,
 ) -> pd.DataFrame:
     """Solve every target's instances, target by target; one row per solve.
 
@@ -172,9 +179,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--seeds", type=int, default=None, help="replace every chosen target's seed count")
     parser.add_argument(
         "--lane-modes",
-        choices=("on", "off"),
+        choices=("on", "off", "selective"),
         default=None,
-        help="mode-aware lane bounds on or off (default: the solve's own default)",
+        help="mode-aware lane bounds on, off or only for the jobs the root's lanes need (default: the solve's own)",
     )
     parser.add_argument("--output", type=Path, default=Path("results/oracle_targets.csv"))
     return parser
@@ -223,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         time_limit=args.time_limit,
         threads=args.threads,
         output=args.output,
-        lane_modes=None if args.lane_modes is None else args.lane_modes == "on",
+        lane_modes=LANE_MODE_CHOICES.get(args.lane_modes),
     )
     frame.to_csv(args.output, index=False)
     summary = summarize_targets(frame, chosen)

@@ -38,6 +38,7 @@ from formulation.lanes import (
     DEFAULT_MAX_LANE_STATES,
     DEFAULT_SMOOTHING,
     MAX_SEPARATIONS,
+    MODE_EXPAND_SHARE,
     MODE_FREE_SHARE,
     Duals,
     LaneData,
@@ -303,7 +304,7 @@ def lane_tree_bound(
     gang_runs: bool = False,
     gang_paces: bool = False,
     on_root_others: Callable[[np.ndarray], None] | None = None,
-    modes: bool = False,
+    modes: bool | str = False,
 ) -> LaneTreeBound:
     """A lower bound on ``Σ_j E_j`` (slots) by branch-and-bound over the lane relaxation (module
     docstring).
@@ -361,7 +362,9 @@ def lane_tree_bound(
     modes
         Mode-aware lanes (:class:`formulation.lanes.PseudoJobs`: each job keeps one mode for its whole
         run), where the pseudo-jobs' DP stays within ``max_states``; not with ``gang_runs`` or
-        ``gang_paces``.
+        ``gang_paces``. ``"selective"``: only the jobs the root's lanes need expanded
+        (:func:`formulation.lanes.modal_master`'s ``selective``, until :data:`MODE_EXPAND_SHARE` of the
+        time), the others one collapsed pseudo-job each, for the root and every node below it.
     check_depth
         With ``leaf_check``, also check nodes this deep (default: the number of jobs), so that CP-SAT
         takes over subtrees small enough for it. The depth adapts: a check that ends within a quarter
@@ -380,9 +383,12 @@ def lane_tree_bound(
     best_known = float(problem.upper_bound_value) if problem.upper_bound_value is not None else math.inf
     if incumbent is not None:
         best_known = min(best_known, float(incumbent))
+    if modes not in (False, True, "selective"):
+        raise ValueError(f"modes must be False, True or 'selective', got {modes!r}")
     if modes and (gang_runs or gang_paces):
-        raise ValueError("modes=True takes the lane master only, not gang_runs or gang_paces")
-    data = lane_data(problem, cut, modes, max_states)
+        raise ValueError("modes takes the lane master only, not gang_runs or gang_paces")
+    selective = modes == "selective"
+    data = lane_data(problem, cut, bool(modes), max_states)
     if root_window is not None and any(
         np.shape(bounds) != (data.n,)
         for bounds in (root_window.start_lo, root_window.start_hi, root_window.end_lo, root_window.end_hi)
@@ -421,7 +427,10 @@ def lane_tree_bound(
             cancel=cancel,
             artificial_cost=artificial_cost,
             cover_sets=cover_sets,
+            selective=selective,
+            expand_until=began + time_limit * MODE_EXPAND_SHARE if selective else None,
         )
+        data = master.data  # selective: as far as the root expanded (mode-free where nothing conflicts)
     elif gang_runs:
         from formulation.gang_lanes import seeded_master
 

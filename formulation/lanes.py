@@ -64,7 +64,7 @@ import itertools
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar, Self
 
@@ -327,42 +327,77 @@ class PseudoJobs:
     data
         The pseudo-jobs as the lane DP's jobs (``n = P``; their releases, windows and late costs their
         owners').
+    collapsed
+        ``[p]``: whether pseudo-job ``p`` stands for all its owner's modes (a job not expanded:
+        :meth:`of`'s ``expand``); its ``mode`` is then the owner's least-work mode, its work that mode's,
+        its speed beside ``q`` the fastest of its modes fitting beside ``q``'s, in those units (the
+        mode-free rule). A real schedule's lane is still a column: still a relaxation.
     """
 
     owner: np.ndarray
     mode: np.ndarray
     of_mode: tuple[tuple[int, ...], ...]
     data: LaneData
+    collapsed: np.ndarray
 
     @staticmethod
-    def of(problem: SlottedProblem, real: LaneData) -> PseudoJobs | None:
+    def of(problem: SlottedProblem, real: LaneData, expand: Collection[int] | None = None) -> PseudoJobs | None:
         """The pseudo-jobs of ``problem`` over the mode-free lane data ``real``; ``None`` where they
-        would change nothing (every job has one mode, or no pair may share)."""
+        would change nothing (every job has one mode, or no pair may share, or ``expand`` names no job
+        with two modes). ``expand``: the jobs given a pseudo-job per mode (default: every job); each
+        other job is one *collapsed* pseudo-job standing for all its modes, as in the mode-free lanes."""
         jobs = problem.jobs
-        if not real.shareable.any() or all(len(job.modes) == 1 for job in jobs):
+        multi = {j for j, job in enumerate(jobs) if len(job.modes) > 1}
+        expanded = multi if expand is None else multi & {int(j) for j in expand}
+        if not real.shareable.any() or not expanded:
             return None
         units = problem.units_per_slot
         owner_list: list[int] = []
         mode_list: list[int] = []
+        allowed: list[tuple[int, ...]] = []  # the modes each pseudo-job stands for
         of_mode: list[tuple[int, ...]] = []
         for j, job in enumerate(jobs):
-            of_mode.append(tuple(range(len(owner_list), len(owner_list) + len(job.modes))))
-            owner_list += [j] * len(job.modes)
-            mode_list += list(range(len(job.modes)))
+            first = len(owner_list)
+            if j in expanded:
+                of_mode.append(tuple(range(first, first + len(job.modes))))
+                owner_list += [j] * len(job.modes)
+                mode_list += list(range(len(job.modes)))
+                allowed += [(m,) for m in range(len(job.modes))]
+            else:
+                least = least_work_mode(problem, j)
+                of_mode.append((first,) * len(job.modes))
+                owner_list.append(j)
+                mode_list.append(least)
+                allowed.append(tuple(range(len(job.modes))))
         owner = np.array(owner_list, dtype=np.int64)
         mode = np.array(mode_list, dtype=np.int64)
         count = owner.size
-        modes = [jobs[j].modes[m] for j, m in zip(owner_list, mode_list, strict=True)]
-        work = np.array([m.work for m in modes], dtype=float) / units
-        min_slots = np.array([m.min_slots for m in modes], dtype=np.int64)
-        max_slots = np.array([max(m.max_slots, m.min_slots) for m in modes], dtype=np.int64)
+        collapsed = np.array([len(a) > 1 for a in allowed], dtype=bool)
+        mode_work = [[float(m.work) for m in job.modes] for job in jobs]
+        # a pseudo-job's work is its least over the modes it stands for (one mode's where expanded)
+        work_units = np.array([min(mode_work[j][m] for m in a) for j, a in zip(owner_list, allowed, strict=True)])
+        work = work_units / units
+        min_slots = np.empty(count, dtype=np.int64)
+        max_slots = np.empty(count, dtype=np.int64)
+        for p, (j, m) in enumerate(zip(owner_list, mode_list, strict=True)):
+            if collapsed[p]:
+                min_slots[p], max_slots[p] = real.min_slots[j], real.max_slots[j]
+            else:
+                slot_mode = jobs[j].modes[m]
+                min_slots[p], max_slots[p] = slot_mode.min_slots, max(slot_mode.max_slots, slot_mode.min_slots)
         sigma = np.zeros((count, count))
         for a in range(count):
             i = int(owner[a])
             for b in range(count):
                 k = int(owner[b])
-                if real.shareable[i, k] and problem.memory_fits(i, int(mode[a]), k, int(mode[b])):
-                    sigma[a, b] = (problem.speed[i][k] or 0) / units
+                if not real.shareable[i, k]:
+                    continue
+                table = problem.memory_table(i, k)
+                # a's speed beside b: its fastest mode (of those it stands for) fitting beside one of b's,
+                # in units of a's work (mode-free's rule where a is collapsed; the mode's speed if not)
+                fitting = [mode_work[i][m] for m in allowed[a] if any(table[m][n] for n in allowed[b])]
+                if fitting:
+                    sigma[a, b] = (problem.speed[i][k] or 0) / units * work_units[a] / min(fitting)
         shareable = (sigma > 0) & (sigma.T > 0)
         sigma = np.where(shareable, sigma, 0.0)
         with np.errstate(divide="ignore"):
@@ -385,7 +420,7 @@ class PseudoJobs:
             nested_min=nested,
             pseudo=None,
         )
-        return PseudoJobs(owner=owner, mode=mode, of_mode=tuple(of_mode), data=data)
+        return PseudoJobs(owner=owner, mode=mode, of_mode=tuple(of_mode), data=data, collapsed=collapsed)
 
     def real(self, lane: Lane) -> Lane:
         """A lane over pseudo-jobs as a lane over jobs, each entry with its mode."""
@@ -400,6 +435,12 @@ class PseudoJobs:
         """A window over jobs as one over the pseudo-jobs (each its owner's)."""
         owner = self.owner
         return Window(window.start_lo[owner], window.start_hi[owner], window.end_lo[owner], window.end_hi[owner])
+
+
+def least_work_mode(problem: SlottedProblem, job: int) -> int:
+    """The index of job ``job``'s least-work mode (the first of equals)."""
+    modes = problem.jobs[job].modes
+    return min(range(len(modes)), key=lambda m: modes[m].work)
 
 
 def solution_runs(problem: SlottedProblem) -> dict[int, tuple[int, int, frozenset[int]]]:
@@ -2343,22 +2384,27 @@ def lane_lp_first(
 MODE_FREE_SHARE = 1 / 3
 """The most of a mode-aware tree's time (:func:`formulation.lane_tree.lane_tree_bound`) that the mode-free
 root takes before the mode-aware master starts from it (:func:`modal_master`)."""
+MODE_EXPAND_SHARE = 2 / 3
+"""With selective mode expansion (:func:`modal_master`), the most of the tree's time by which the root
+may still expand jobs' modes (each expansion rebuilds the master)."""
 MODE_COMBINATIONS = 256
 """A mode-free lane is given modes (:func:`modal_lane`) only where its jobs' mode combinations are at most
 this many."""
 
 
-def modal_lane(data: LaneData, lane: Lane) -> Lane | None:
+def modal_lane(data: LaneData, lane: Lane, fixed: dict[int, int] | None = None) -> Lane | None:
     """A mode-free lane as a mode-aware one (``data`` mode-aware): each of its jobs in one mode, chosen
     among the combinations in which every overlapping pair may share and every run's length and window
-    suit its mode, least total work first; ``None`` where none does (or there are more than
-    :data:`MODE_COMBINATIONS`)."""
+    suit its mode, least total work first (job ``j`` in ``fixed[j]`` where given); ``None`` where none does
+    (or there are more than :data:`MODE_COMBINATIONS`)."""
     pseudo = data.pseudo
     if pseudo is None:
         raise ValueError("modal_lane needs mode-aware lane data")
     priced = pseudo.data
     jobs = sorted({e.job for e in lane.entries})
-    choices = [range(len(pseudo.of_mode[j])) for j in jobs]
+    # one mode per distinct pseudo-job (a collapsed job's modes are all one)
+    distinct = [[m for m, p in enumerate(pseudo.of_mode[j]) if pseudo.of_mode[j].index(p) == m] for j in jobs]
+    choices = [[fixed[j]] if fixed and j in fixed else modes for j, modes in zip(jobs, distinct, strict=True)]
     if math.prod(len(c) for c in choices) > MODE_COMBINATIONS:
         return None
     runs = [(e.job, e.start, e.end) for e in lane.entries]
@@ -2403,6 +2449,49 @@ def modal_duals(free: _Master, duals: Duals, master: _Master) -> Duals:
     return master.duals(mu=mu, eta=eta, nu=duals.nu)
 
 
+def mode_conflicts(problem: SlottedProblem, data: LaneData, lanes: Iterable[Lane]) -> set[int]:
+    """The jobs whose collapsed pseudo-job (mode-free where ``data`` is) shares in one of ``lanes`` in a
+    way its least-work mode could not: the pair's modes (a collapsed job's least-work one) do not fit on one
+    GPU together. There the lane charged the job a faster speed than its run in one mode can have, so these
+    are the jobs whose modes to expand (:func:`modal_master`'s ``selective``)."""
+    pseudo = data.pseudo
+    least = [least_work_mode(problem, j) for j in range(problem.num_jobs)]
+
+    def mode_of(entry: LaneEntry) -> tuple[int, bool]:
+        if pseudo is None:
+            return least[entry.job], len(problem.jobs[entry.job].modes) > 1
+        p = pseudo.of_mode[entry.job][entry.mode]
+        return int(pseudo.mode[p]), bool(pseudo.collapsed[p])
+
+    found: set[int] = set()
+    for lane in lanes:
+        entries = lane.entries
+        for a, x in enumerate(entries):
+            for y in entries[a + 1 :]:
+                if x.job == y.job or min(x.end, y.end) <= max(x.start, y.start):
+                    continue
+                (mx, cx), (my, cy) = mode_of(x), mode_of(y)
+                if (cx or cy) and not problem.memory_fits(x.job, mx, y.job, my):
+                    found |= {e.job for e, c in ((x, cx), (y, cy)) if c}
+    return found
+
+
+def expanded_duals(old: _Master, duals: Duals, new: _Master) -> Duals:
+    """Duals of a mode-aware master (``old``) as duals of ``new``, the same jobs and cover rows with more
+    of them expanded: ``μ`` kept and ``η_p = η_q·w_q / w_p`` for the pseudo-job ``q`` of ``old`` that ``p``
+    refines. The start value ``μ_j − η_p·w_p`` is unchanged and a lane of ``new`` is worth at most the same
+    runs in ``old`` (a collapsed job progresses at least ``w_q / w_p`` times as much), so the Lagrangian at
+    the mapped duals is at least ``old``'s (as :func:`modal_duals`)."""
+    before, after = old.data.pseudo, new.data.pseudo
+    if before is None or after is None:
+        raise ValueError("expanded_duals maps a mode-aware master's duals to another's")
+    refines = np.array(
+        [before.of_mode[int(j)][int(m)] for j, m in zip(after.owner, after.mode, strict=True)], dtype=np.int64
+    )
+    eta = duals.eta[refines] * before.data.work[refines] / np.maximum(after.data.work, 1e-12)
+    return new.duals(mu=duals.mu, eta=eta, nu=duals.nu)
+
+
 def modal_master(
     problem: SlottedProblem,
     data: LaneData,
@@ -2413,18 +2502,27 @@ def modal_master(
     cancel: threading.Event | None = None,
     artificial_cost: float | None = None,
     cover_sets: bool = True,
+    selective: bool = False,
+    expand_until: float | None = None,
 ) -> tuple[_Master, _LanePricing, Duals | None]:
     """A mode-aware master (``data`` mode-aware) that starts from the mode-free root: the mode-free lane LP
     by column generation until it converges or ``free_until``, then a mode-aware master with its cover
     rows, its lanes in use given modes (:func:`modal_lane`), the upper bound's lanes and every pseudo-job
     alone, and its best duals mapped (:func:`modal_duals`) as the first point to price: so the mode-aware
     bound starts at the mode-free one, and the mode-aware pricing starts where the LP is already tight.
-    Returns the master, its pricing and that point (``None`` if the mode-free root proved nothing)."""
+
+    ``selective``: expand only the jobs the LP needs (:func:`mode_conflicts` of its lanes in use), the
+    others one collapsed pseudo-job each; after each mode-aware LP converges (by ``expand_until``), the
+    jobs its lanes now conflict on are expanded too and the master rebuilt from its lanes in use and its
+    duals (:func:`expanded_duals`), until no lane conflicts or the time is up. The master it returns may
+    be mode-free (no lane in use conflicts). Returns the master, its pricing and the point to price first
+    (``None`` if no root proved anything)."""
     import highspy
 
+    real = replace(data, pseudo=None)
     free, outcome = lane_lp_first(
         problem,
-        replace(data, pseudo=None),
+        real,
         window=window,
         deadline=free_until,
         smoothing=smoothing,
@@ -2432,19 +2530,70 @@ def modal_master(
         artificial_cost=artificial_cost,
         cover_sets=cover_sets,
     )
-    master = root_master(problem, data, highspy, artificial_cost=artificial_cost, cover_sets=cover_sets)
-    if free.covers is not None and master.covers is not None:
-        master.add_cover_rows(free.covers.row_list())
-    if outcome.values is not None:
+    current, current_pricer = free, None
+    expanded: set[int] = set()
+    while True:
         values = outcome.values
-        used = [lane for lane, col in zip(free.lanes, free.lane_cols, strict=True) if values[col] > 1e-9]
-        master.add([lane for lane in (modal_lane(data, lane) for lane in used) if lane is not None])
-    pricer = _LanePricing(data, master.covers)
-    if window is not None:
-        master.restrict(window)
-        pricer.restrict(window)
-    center = None if outcome.center is None else modal_duals(free, outcome.center, master)
-    return master, pricer, center
+        used = (
+            []
+            if values is None
+            else [lane for lane, col in zip(current.lanes, current.lane_cols, strict=True) if values[col] > 1e-9]
+        )
+        if selective:
+            more = mode_conflicts(problem, current.data, used) - expanded
+            if not more:
+                break
+            expanded |= more
+            pseudo = PseudoJobs.of(problem, real, expand=expanded)
+            target = real if pseudo is None else replace(real, pseudo=pseudo)
+        else:
+            target = data
+        master = root_master(problem, target, highspy, artificial_cost=artificial_cost, cover_sets=cover_sets)
+        if current.covers is not None and master.covers is not None:
+            master.add_cover_rows(current.covers.row_list())
+        old_pseudo = current.data.pseudo
+        carried = []
+        for lane in used:
+            fixed = (
+                None
+                if old_pseudo is None
+                else {
+                    e.job: e.mode for e in lane.entries if not old_pseudo.collapsed[old_pseudo.of_mode[e.job][e.mode]]
+                }
+            )
+            moded = modal_lane(target, lane, fixed)
+            if moded is not None:
+                carried.append(moded)
+        master.add(carried)
+        pricer = _LanePricing(target, master.covers)
+        if window is not None:
+            master.restrict(window)
+            pricer.restrict(window)
+        center = outcome.center
+        if center is not None:
+            mapping = modal_duals if old_pseudo is None else expanded_duals
+            center = mapping(current, center, master)
+        if not selective or expand_until is None or time.perf_counter() >= expand_until:
+            return master, pricer, center
+        current, current_pricer = master, pricer
+        outcome = _column_generation(
+            master,
+            pricer,
+            deadline=expand_until,
+            want=max(1, target.priced.n),
+            smoothing=smoothing,
+            max_rounds=10_000,
+            cancel=cancel,
+            center=center,
+        )
+        if outcome.status != "optimal":
+            break
+    if current_pricer is None:  # the mode-free LP conflicts nowhere: it is the root
+        pricer = _LanePricing(real, free.covers)
+        if window is not None:
+            pricer.restrict(window)
+        return free, pricer, outcome.center
+    return current, current_pricer, outcome.center
 
 
 def generation_bound(

@@ -1256,12 +1256,12 @@ LANE_MODES_DEFAULT = False
 ``options["lane_modes"]`` says otherwise."""
 
 
-def _lane_modes_option(options: dict[str, Any]) -> bool:
-    """Take ``lane_modes`` (mode-aware lanes in the lane bound and the tree; default
-    :data:`LANE_MODES_DEFAULT`) out of the backend's options."""
+def _lane_modes_option(options: dict[str, Any]) -> bool | str:
+    """Take ``lane_modes`` (mode-aware lanes in the lane bound and the tree: true, false or
+    ``"selective"``; default :data:`LANE_MODES_DEFAULT`) out of the backend's options."""
     value = options.pop("lane_modes", LANE_MODES_DEFAULT)
-    if not isinstance(value, bool):
-        raise DuettoInputError(f"must be true or false, got {value!r}", field="options.lane_modes")
+    if not isinstance(value, bool) and value != "selective":
+        raise DuettoInputError(f"must be true, false or 'selective', got {value!r}", field="options.lane_modes")
     return value
 
 
@@ -1585,7 +1585,7 @@ class _Relaxations:
         began: float | None = None,
         lanes_first: bool | None = False,
         first: RelaxationBound | None = None,
-        modes: bool = False,
+        modes: bool | str = False,
     ) -> None:
         self.tree = tree
         self.modes = modes  # mode-aware lanes (formulation.lanes.PseudoJobs)
@@ -1702,7 +1702,7 @@ class _Relaxations:
                     time_limit=max(0.01, deadline - time.time()),
                     cancel=self.cancel,
                     on_bound=self._offer_lanes,
-                    modes=self.modes,
+                    modes=bool(self.modes),  # the lane LP alone expands every job ("selective" is the tree's)
                 )
         except Exception as error:
             self.lane_error = f"{type(error).__name__}: {error}"

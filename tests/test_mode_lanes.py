@@ -19,13 +19,19 @@ from formulation.lane_tree import lane_tree_bound
 from formulation.lanes import (
     Duals,
     LaneData,
+    PseudoJobs,
+    _column_generation,
     _LanePricing,
     _Master,
+    expanded_duals,
     lane_bound,
     lane_lp_first,
     lane_of_runs,
     lanes_of_solution,
+    least_work_mode,
     modal_master,
+    mode_conflicts,
+    root_master,
     single_job_lanes,
     solution_runs,
 )
@@ -197,7 +203,7 @@ def test_lane_modes_option_must_be_a_boolean() -> None:
     instance = generate_instance(4, 1, 2, 0)
     with pytest.raises(DuettoInputError) as error:
         solve(instance, "bnp", time_limit=5, options={"lane_modes": "yes"})
-    assert "options.lane_modes" in str(error.value) and "true or false" in str(error.value)
+    assert "options.lane_modes" in str(error.value) and "true, false or 'selective'" in str(error.value)
     _, _, problem = proven(0)
     with pytest.raises(ValueError, match="pricing='fast'"):
         lane_bound(problem, pricing="progress", modes=True)
@@ -229,3 +235,162 @@ def test_the_mode_free_duals_mapped_start_the_mode_aware_bound_at_the_mode_free_
                     assert priced.shareable[data.entry_index(x), data.entry_index(y)]
                     shared += 1
     assert shared > 0
+
+
+def _multi_mode_jobs(problem: SlottedProblem) -> list[int]:
+    return [j for j, job in enumerate(problem.jobs) if len(job.modes) > 1]
+
+
+def test_collapsed_pseudo_jobs_keep_the_mode_free_rule_and_expanded_ones_their_modes() -> None:
+    _, _, problem = proven(0)
+    real = LaneData.from_problem(problem, problem.horizon)
+    full = PseudoJobs.of(problem, real)
+    multi = _multi_mode_jobs(problem)
+    chosen = set(multi[: len(multi) // 2])
+    mixed = PseudoJobs.of(problem, real, expand=chosen)
+    assert full is not None and mixed is not None and len(chosen) >= 2
+    assert mixed.data.n == sum(len(job.modes) if j in chosen else 1 for j, job in enumerate(problem.jobs))
+    assert PseudoJobs.of(problem, real, expand=()) is None
+    assert PseudoJobs.of(problem, real, expand=[j for j in range(problem.num_jobs) if j not in multi]) is None
+    units = problem.units_per_slot
+    for p in range(mixed.data.n):
+        j, m = int(mixed.owner[p]), int(mixed.mode[p])
+        collapsed = j in multi and j not in chosen
+        assert bool(mixed.collapsed[p]) == collapsed
+        if collapsed:  # one pseudo-job for every mode, in the least-work one's units
+            assert set(mixed.of_mode[j]) == {p}
+            assert problem.jobs[j].modes[m].work == min(mode.work for mode in problem.jobs[j].modes)
+            assert mixed.data.min_slots[p] == real.min_slots[j] and mixed.data.max_slots[p] == real.max_slots[j]
+        else:
+            assert mixed.of_mode[j][m] == p
+        for q in range(mixed.data.n):
+            k, n = int(mixed.owner[q]), int(mixed.mode[q])
+            sigma = mixed.data.sigma[p, q]
+            if mixed.collapsed[p] and mixed.collapsed[q]:
+                assert sigma == pytest.approx(real.sigma[j, k])
+            elif not mixed.collapsed[p] and not mixed.collapsed[q]:
+                assert sigma == pytest.approx(full.data.sigma[full.of_mode[j][m], full.of_mode[k][n]])
+            elif mixed.collapsed[p] and mixed.data.shareable[p, q]:
+                # the fastest of j's modes that fits beside k's one mode, in least-work units
+                fitting = [mode.work for i, mode in enumerate(problem.jobs[j].modes) if problem.memory_fits(j, i, k, n)]
+                least = min(mode.work for mode in problem.jobs[j].modes)
+                assert sigma == pytest.approx(problem.speed[j][k] / units * least / min(fitting))
+
+
+def test_every_lane_of_a_real_schedule_is_a_column_where_only_some_jobs_are_expanded() -> None:
+    # a collapsed job runs in some mode of its schedule's; its lane progress, counted in its least-work
+    # mode's units at its fastest fitting speed, is still at least that least work
+    instance = generate_instance(16, 1, 8, 3, memory_pressure=0.6)
+    problem = discretize(instance, slot=choose_slot(instance, 60))
+    schedule = simulate(instance, "sjf-bsbf", slot=problem.slot).schedule
+    assert validate(instance, schedule).ok
+    problem = problem.with_upper_bound(schedule)
+    real = LaneData.from_problem(problem, problem.horizon)
+    multi = _multi_mode_jobs(problem)
+    slowed = 0
+    for chosen in (multi[::2], multi[1::2]):
+        pseudo = PseudoJobs.of(problem, real, expand=chosen)
+        assert pseudo is not None
+        data = replace(real, pseudo=pseudo)
+        lanes = lanes_of_solution(problem, data)
+        for lane in lanes:
+            for e in lane.entries:
+                p = data.entry_index(e)
+                assert e.progress >= data.priced.work[p] - 1e-9
+                slowed += int(bool(pseudo.collapsed[p]) and problem.upper_bound[problem.jobs[e.job].id].mode != e.mode)
+    assert slowed > 0  # some collapsed job runs in a slower mode than the one its entry stands for
+
+
+def test_mode_conflicts_name_the_collapsed_jobs_of_pairs_whose_modes_do_not_fit() -> None:
+    _, _, problem = proven(0)
+    real = LaneData.from_problem(problem, problem.horizon)
+    least = [least_work_mode(problem, j) for j in range(problem.num_jobs)]
+    conflicting = fitting = None
+    for j in range(real.n):
+        for k in range(j + 1, real.n):
+            if real.shareable[j, k]:  # the lanes' counting does not look at the jobs' widths
+                if problem.memory_fits(j, least[j], k, least[k]):
+                    fitting = fitting or (j, k)
+                else:
+                    conflicting = conflicting or (j, k)
+    assert conflicting is not None and fitting is not None
+    j, k = conflicting
+    start = int(max(real.release[j], real.release[k]))
+    lane = lane_of_runs(real, [(j, start, start + 3), (k, start + 1, start + 4)])
+    assert mode_conflicts(problem, real, [lane]) == {i for i in (j, k) if len(problem.jobs[i].modes) > 1}
+    apart = lane_of_runs(real, [(j, start, start + 3), (k, start + 3, start + 6)])
+    assert mode_conflicts(problem, real, [apart]) == set()  # in turn, not side by side
+    a, b = fitting
+    start = int(max(real.release[a], real.release[b]))
+    assert mode_conflicts(problem, real, [lane_of_runs(real, [(a, start, start + 3), (b, start, start + 3)])]) == set()
+    # j expanded, in a mode that fits beside k's least-work one: no conflict left
+    pseudo = PseudoJobs.of(problem, real, expand={j})
+    if pseudo is not None:
+        data = replace(real, pseudo=pseudo)
+        for m in range(len(problem.jobs[j].modes)):
+            if problem.memory_fits(j, m, k, least[k]):
+                moded = lane_of_runs(data, [(j, start, start + 3), (k, start, start + 3)], {j: m})
+                assert mode_conflicts(problem, data, [moded]) == set()
+
+
+@pytest.mark.parametrize("seed", [0, 2])
+def test_selective_expansion_ends_with_no_lane_in_conflict_and_stays_a_bound(seed: int) -> None:
+    # converged, the selectively expanded LP's lanes in use conflict nowhere (each collapsed job shares
+    # only where its least-work mode fits); it lies between the mode-free LP and the optimum, as does the
+    # tree with it
+    _, optimum, problem = proven(seed)
+    data = LaneData.from_problem(problem, problem.horizon, modes=True)
+    free = lane_bound(problem, time_limit=60, cover_sets=False)
+    began = time.perf_counter()
+    master, pricer, center = modal_master(
+        problem, data, window=None, free_until=began + 60, selective=True, expand_until=began + 120, cover_sets=False
+    )
+    outcome = _column_generation(
+        master, pricer, deadline=began + 180, want=master.data.priced.n, smoothing=0.8, max_rounds=10_000, center=center
+    )
+    assert outcome.status == "optimal" and free.status == "optimal"
+    assert outcome.values is not None
+    used = [lane for lane, col in zip(master.lanes, master.lane_cols, strict=True) if outcome.values[col] > 1e-9]
+    assert mode_conflicts(problem, master.data, used) == set()
+    # at least the mode-free LP it started from (whose cover rows it keeps), at most the optimum
+    assert free.value - 1e-6 * free.value <= outcome.best <= optimum + 1e-6
+    pseudo = master.data.pseudo
+    if pseudo is not None:  # fewer pseudo-jobs than every mode of every job
+        assert pseudo.data.n <= data.priced.n
+    tree = lane_tree_bound(problem, time_limit=30, modes="selective")
+    assert tree.proven and tree.value <= optimum + 1e-6
+
+
+def test_expanding_more_jobs_maps_the_duals_to_a_bound_at_least_as_high() -> None:
+    _, optimum, problem = proven(1)
+    real = LaneData.from_problem(problem, problem.horizon)
+    multi = _multi_mode_jobs(problem)
+    import highspy
+
+    first = replace(real, pseudo=PseudoJobs.of(problem, real, expand=multi[:1]))
+    before = root_master(problem, first, highspy)
+    pricing = _LanePricing(first, before.covers)
+    outcome = _column_generation(
+        before, pricing, deadline=time.perf_counter() + 60, want=first.priced.n, smoothing=0.8, max_rounds=10_000
+    )
+    assert outcome.status == "optimal" and outcome.center is not None
+    second = replace(real, pseudo=PseudoJobs.of(problem, real, expand=multi))
+    after = root_master(problem, second, highspy)
+    if before.covers is not None and after.covers is not None:
+        after.add_cover_rows(before.covers.row_list())
+    mapped = expanded_duals(before, outcome.center, after)
+    top, _ = _LanePricing(second, after.covers).price(mapped, 0)
+    assert outcome.best - 1e-6 * abs(outcome.best) <= after.lagrangian(mapped, top) <= optimum + 1e-6
+
+
+def test_bnp_with_selective_mode_lanes_proves_the_optimum_and_bad_values_are_refused() -> None:
+    instance, optimum, problem = proven(2)
+    result = solve(instance, "bnp", time_limit=60, slot=problem.slot, options={"lane_modes": "selective"})
+    assert validate(instance, result.schedule).ok
+    assert result.status is SolveStatus.OPTIMAL and result.stats["objective_slots"] == optimum
+    assert result.stats["lane_bound"]["lane_modes"] == "selective"
+    with pytest.raises(DuettoInputError) as error:
+        solve(instance, "bnp", time_limit=5, options={"lane_modes": "some"})
+    assert "options.lane_modes" in str(error.value) and "'selective'" in str(error.value)
+    with pytest.raises(ValueError, match="modes must be"):
+        lane_tree_bound(problem, modes="some")  # type: ignore[arg-type]
