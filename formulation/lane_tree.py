@@ -388,7 +388,12 @@ def lane_tree_bound(
     if modes and (gang_runs or gang_paces):
         raise ValueError("modes takes the lane master only, not gang_runs or gang_paces")
     selective = modes == "selective"
-    data = lane_data(problem, cut, bool(modes), max_states)
+    # selective: the root expands only what fits in max_states (modal_master), so every job's modes here
+    data = (
+        LaneData.from_problem(problem, cut, modes=True)
+        if selective
+        else lane_data(problem, cut, bool(modes), max_states)
+    )
     if root_window is not None and any(
         np.shape(bounds) != (data.n,)
         for bounds in (root_window.start_lo, root_window.start_hi, root_window.end_lo, root_window.end_hi)
@@ -429,6 +434,7 @@ def lane_tree_bound(
             cover_sets=cover_sets,
             selective=selective,
             expand_until=began + time_limit * MODE_EXPAND_SHARE if selective else None,
+            max_states=max_states,
         )
         data = master.data  # selective: as far as the root expanded (mode-free where nothing conflicts)
     elif gang_runs:

@@ -2504,6 +2504,7 @@ def modal_master(
     cover_sets: bool = True,
     selective: bool = False,
     expand_until: float | None = None,
+    max_states: int = DEFAULT_MAX_LANE_STATES,
 ) -> tuple[_Master, _LanePricing, Duals | None]:
     """A mode-aware master (``data`` mode-aware) that starts from the mode-free root: the mode-free lane LP
     by column generation until it converges or ``free_until``, then a mode-aware master with its cover
@@ -2514,8 +2515,9 @@ def modal_master(
     ``selective``: expand only the jobs the LP needs (:func:`mode_conflicts` of its lanes in use), the
     others one collapsed pseudo-job each; after each mode-aware LP converges (by ``expand_until``), the
     jobs its lanes now conflict on are expanded too and the master rebuilt from its lanes in use and its
-    duals (:func:`expanded_duals`), until no lane conflicts or the time is up. The master it returns may
-    be mode-free (no lane in use conflicts). Returns the master, its pricing and the point to price first
+    duals (:func:`expanded_duals`), until no lane conflicts, the time is up or the pseudo-jobs' DP would
+    pass ``max_states`` cells. The master it returns may be mode-free (no lane in use conflicts, or no
+    expansion within ``max_states``). Returns the master, its pricing and the point to price first
     (``None`` if no root proved anything)."""
     import highspy
 
@@ -2543,8 +2545,10 @@ def modal_master(
             more = mode_conflicts(problem, current.data, used) - expanded
             if not more:
                 break
+            pseudo = PseudoJobs.of(problem, real, expand=expanded | more)
+            if pseudo is not None and pseudo.data.n * (real.horizon + 1) ** 2 > max_states:
+                break  # the DP's arrays past the limit: keep what is expanded
             expanded |= more
-            pseudo = PseudoJobs.of(problem, real, expand=expanded)
             target = real if pseudo is None else replace(real, pseudo=pseudo)
         else:
             target = data

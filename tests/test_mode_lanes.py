@@ -17,6 +17,7 @@ from formulation.generator import generate_instance
 from formulation.instance import Instance
 from formulation.lane_tree import lane_tree_bound
 from formulation.lanes import (
+    DEFAULT_MAX_LANE_STATES,
     Duals,
     LaneData,
     PseudoJobs,
@@ -25,6 +26,7 @@ from formulation.lanes import (
     _Master,
     expanded_duals,
     lane_bound,
+    lane_cut,
     lane_lp_first,
     lane_of_runs,
     lanes_of_solution,
@@ -393,4 +395,10 @@ def test_bnp_with_selective_mode_lanes_proves_the_optimum_and_bad_values_are_ref
         solve(instance, "bnp", time_limit=5, options={"lane_modes": "some"})
     assert "options.lane_modes" in str(error.value) and "'selective'" in str(error.value)
     with pytest.raises(ValueError, match="modes must be"):
-        lane_tree_bound(problem, modes="some")  # type: ignore[arg-type]
+        lane_tree_bound(problem, modes="some")
+    # no expansion fits in the DP's state limit: the tree stays mode-free, and a bound
+    cut, _ = lane_cut(problem, None, DEFAULT_MAX_LANE_STATES)
+    tight = lane_tree_bound(problem, time_limit=10, modes="selective", max_states=problem.num_jobs * (cut + 1) ** 2)
+    roomy = lane_tree_bound(problem, time_limit=10, modes="selective")
+    assert not tight.mode_aware and roomy.mode_aware
+    assert tight.proven and tight.value <= optimum + 1e-6
