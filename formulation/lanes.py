@@ -2546,10 +2546,10 @@ def modal_master(
             if not more:
                 break
             pseudo = PseudoJobs.of(problem, real, expand=expanded | more)
-            if pseudo is not None and pseudo.data.n * (real.horizon + 1) ** 2 > max_states:
-                break  # the DP's arrays past the limit: keep what is expanded
+            if pseudo is None or pseudo.data.n * (real.horizon + 1) ** 2 > max_states:
+                break  # nothing to expand, or the DP's arrays past the limit: keep what is expanded
             expanded |= more
-            target = real if pseudo is None else replace(real, pseudo=pseudo)
+            target = replace(real, pseudo=pseudo)
         else:
             target = data
         master = root_master(problem, target, highspy, artificial_cost=artificial_cost, cover_sets=cover_sets)
