@@ -185,6 +185,11 @@ class SlotJob:
         return self.release
 
     @property
+    def least_work_mode(self) -> int:
+        """The index of the least-work (fastest) mode, the first of equals (``0`` as the modes are built)."""
+        return min(range(len(self.modes)), key=lambda m: self.modes[m].work)
+
+    @property
     def latest_start(self) -> int:
         """Latest start slot: ``latest_end - min_slots``."""
         return self.latest_end - self.min_slots
@@ -706,7 +711,7 @@ def serial_solution(problem: SlottedProblem) -> SlotSolution:
     solution: SlotSolution = {}
     clock = 0
     for job in problem.jobs:
-        mode_index = min(range(len(job.modes)), key=lambda m: job.modes[m].work)
+        mode_index = job.least_work_mode
         mode = job.modes[mode_index]
         gpus = _placement_gpus(problem, job.num_gpus, mode.placement)
         start = max(clock, job.release)

@@ -364,7 +364,7 @@ class PseudoJobs:
                 mode_list += list(range(len(job.modes)))
                 allowed += [(m,) for m in range(len(job.modes))]
             else:
-                least = least_work_mode(problem, j)
+                least = job.least_work_mode
                 of_mode.append((first,) * len(job.modes))
                 owner_list.append(j)
                 mode_list.append(least)
@@ -435,12 +435,6 @@ class PseudoJobs:
         """A window over jobs as one over the pseudo-jobs (each its owner's)."""
         owner = self.owner
         return Window(window.start_lo[owner], window.start_hi[owner], window.end_lo[owner], window.end_hi[owner])
-
-
-def least_work_mode(problem: SlottedProblem, job: int) -> int:
-    """The index of job ``job``'s least-work mode (the first of equals)."""
-    modes = problem.jobs[job].modes
-    return min(range(len(modes)), key=lambda m: modes[m].work)
 
 
 def solution_runs(problem: SlottedProblem) -> dict[int, tuple[int, int, frozenset[int]]]:
@@ -2455,7 +2449,7 @@ def mode_conflicts(problem: SlottedProblem, data: LaneData, lanes: Iterable[Lane
     GPU together. There the lane charged the job a faster speed than its run in one mode can have, so these
     are the jobs whose modes to expand (:func:`modal_master`'s ``selective``)."""
     pseudo = data.pseudo
-    least = [least_work_mode(problem, j) for j in range(problem.num_jobs)]
+    least = [job.least_work_mode for job in problem.jobs]
 
     def mode_of(entry: LaneEntry) -> tuple[int, bool]:
         if pseudo is None:

@@ -30,7 +30,6 @@ from formulation.lanes import (
     lane_lp_first,
     lane_of_runs,
     lanes_of_solution,
-    least_work_mode,
     modal_master,
     mode_conflicts,
     root_master,
@@ -306,7 +305,7 @@ def test_every_lane_of_a_real_schedule_is_a_column_where_only_some_jobs_are_expa
 def test_mode_conflicts_name_the_collapsed_jobs_of_pairs_whose_modes_do_not_fit() -> None:
     _, _, problem = proven(0)
     real = LaneData.from_problem(problem, problem.horizon)
-    least = [least_work_mode(problem, j) for j in range(problem.num_jobs)]
+    least = [job.least_work_mode for job in problem.jobs]
     conflicting = fitting = None
     for j in range(real.n):
         for k in range(j + 1, real.n):
