@@ -501,24 +501,32 @@ def test_a_master_solve_that_highs_ends_unknown_is_solved_again_from_scratch() -
 
 
 @pytest.mark.skipif(not lane_kernel.AVAILABLE, reason="numba not installed (pip install 'duetto[fast]')")
-@pytest.mark.parametrize(("jobs", "gpus", "seed", "capacity"), [(7, 4, 0, 2), (12, 4, 1, 2), (9, 4, 2, 1)])
-def test_the_compiled_pricing_pass_is_the_numpy_pass(jobs: int, gpus: int, seed: int, capacity: int) -> None:
+@pytest.mark.parametrize(
+    ("jobs", "gpus", "seed", "capacity", "modes"),
+    [(7, 4, 0, 2, False), (12, 4, 1, 2, False), (9, 4, 2, 1, False), (8, 4, 0, 2, True)],
+)
+def test_the_compiled_pricing_pass_is_the_numpy_pass(
+    jobs: int, gpus: int, seed: int, capacity: int, modes: bool
+) -> None:
     # same lanes, same values, same back-pointers in every state a lane can use, bit for bit: the
     # compiled pass may take over at any round of a solve without changing a number. It skips states no
     # lane can reach (longer than the job's max_slots, or never reached), and the nesting and handover
     # work of jobs no partner may share with (every job at capacity 1; in the capacity-2 cases every job
-    # has a partner), so only unreachable states may differ.
+    # has a partner), so only unreachable states may differ. With modes, over the pseudo-jobs (some pairs
+    # share only in some of their modes: the handover's hosts differ per partner).
     assert lane_kernel.compile_now()
     instance = generate_instance(jobs, 1, gpus, seed, memory_pressure=0.6, capacity=capacity)
     problem = discretize(instance)
     problem = problem.with_upper_bound(warm_start(problem))
-    data = LaneData.from_problem(problem, problem.horizon)
+    data = LaneData.from_problem(problem, problem.horizon, modes=modes)
+    assert (data.pseudo is not None) == modes
     covers = _every_cover_row(data, largest=2)
     pricer = _LanePricing(data, covers)
     pricer.exclusive = False  # the general pass, also where no pair may share (tests/test_exclusive_lanes.py)
+    priced = data.priced
     rng = np.random.default_rng(seed)
     for trial in range(5):
-        duals = _random_duals(data, rng)
+        duals = _random_duals(priced, rng)
         if trial == 4 and capacity > 1:  # the cover rows' share bonuses
             assert len(covers) > 0
             duals = Duals(duals.alpha, duals.beta, duals.eta, rng.uniform(0, 2, len(covers)))
@@ -535,8 +543,8 @@ def test_the_compiled_pricing_pass_is_the_numpy_pass(jobs: int, gpus: int, seed:
         assert top == top_numpy
         assert [lane.key() for lane in lanes] == [lane.key() for lane in lanes_numpy]
         assert np.array_equal(pricer.idle_end, idle_end)
-        slots = np.arange(data.horizon + 1)
-        usable = (slots[None, None, :] - slots[None, :, None]) <= data.max_slots[:, None, None]
+        slots = np.arange(priced.horizon + 1)
+        usable = (slots[None, None, :] - slots[None, :, None]) <= priced.max_slots[:, None, None]
         reached = usable & (states[0] > REACHABLE)
         assert reached.sum() > 100  # the comparison below covers real states
         assert np.array_equal(usable & (pricer.carry > REACHABLE), reached)
