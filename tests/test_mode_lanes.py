@@ -39,6 +39,7 @@ from formulation.lanes import (
 from formulation.validator import validate
 from heuristics.simulator import simulate
 from solvers import SolveStatus, solve
+from solvers.api import LANE_MODES_DEFAULT, _auto_modes
 
 
 @functools.cache
@@ -204,7 +205,7 @@ def test_lane_modes_option_must_be_a_boolean() -> None:
     instance = generate_instance(4, 1, 2, 0)
     with pytest.raises(DuettoInputError) as error:
         solve(instance, "bnp", time_limit=5, options={"lane_modes": "yes"})
-    assert "options.lane_modes" in str(error.value) and "true, false or 'selective'" in str(error.value)
+    assert "options.lane_modes" in str(error.value) and "true, false, 'selective' or 'auto'" in str(error.value)
     _, _, problem = proven(0)
     with pytest.raises(ValueError, match="pricing='fast'"):
         lane_bound(problem, pricing="progress", modes=True)
@@ -401,3 +402,26 @@ def test_bnp_with_selective_mode_lanes_proves_the_optimum_and_bad_values_are_ref
     roomy = lane_tree_bound(problem, time_limit=10, modes="selective")
     assert not tight.mode_aware and roomy.mode_aware
     assert tight.proven and tight.value <= optimum + 1e-6
+
+
+def test_auto_lane_modes_are_selective_for_a_tree_after_the_coupled_lp_and_mode_free_elsewhere() -> None:
+    # the default: where the tree's root is expected to converge (it runs after the coupled LP) the
+    # selective lanes; where the tree runs first, or the lane LP runs alone, mode-free
+    assert LANE_MODES_DEFAULT == "auto"
+    assert _auto_modes("auto", tree=True, lanes_first=False) == "selective"
+    assert _auto_modes("auto", tree=True, lanes_first=True) is False
+    assert _auto_modes("auto", tree=False, lanes_first=False) is False
+    assert _auto_modes(True, tree=False, lanes_first=True) is True
+    assert _auto_modes(False, tree=True, lanes_first=False) is False
+    instance, optimum, problem = proven(1)
+    result = solve(instance, "bnp", time_limit=60, slot=problem.slot)
+    assert validate(instance, result.schedule).ok
+    assert result.status is SolveStatus.OPTIMAL and result.stats["objective_slots"] == optimum
+    lanes = result.stats["lane_bound"]
+    assert lanes["order"] == "after" and lanes["lane_modes"] == "selective"
+    result = solve(
+        instance, "bnp", time_limit=60, slot=problem.slot, options={"lane_modes": "auto"}, lane_bound="first"
+    )
+    assert validate(instance, result.schedule).ok
+    assert result.stats["objective_slots"] == optimum
+    assert result.stats["lane_bound"]["order"] == "first" and result.stats["lane_bound"]["lane_modes"] is False

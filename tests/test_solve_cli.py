@@ -272,10 +272,15 @@ def test_mode_aware_lanes_from_the_command_line(app: typer.Typer, runner: CliRun
     io.save_instance(instance, path)
     out = tmp_path / "schedule.json"
     command = ["solve", str(path), "--solver", "bnp", "--time-limit", "20", "--json"]
-    on = runner.invoke(app, [*command, "--lane-modes", "-o", str(out)])
-    off = runner.invoke(app, command)
-    assert on.exit_code == 0 and off.exit_code == 0, on.output + off.output
+    on = runner.invoke(app, [*command, "--lane-modes", "on", "-o", str(out)])
+    off = runner.invoke(app, [*command, "--lane-modes", "off"])
+    auto = runner.invoke(app, command)  # the default: selective for a tree after the coupled LP
+    assert on.exit_code == 0 and off.exit_code == 0 and auto.exit_code == 0, on.output + off.output + auto.output
     assert json.loads(on.output)["stats"]["lane_bound"]["lane_modes"] is True
     assert json.loads(off.output)["stats"]["lane_bound"]["lane_modes"] is False
-    assert json.loads(on.output)["objective"] == json.loads(off.output)["objective"]  # both proven
+    assert json.loads(auto.output)["stats"]["lane_bound"]["lane_modes"] == "selective"
+    objectives = {json.loads(result.output)["objective"] for result in (on, off, auto)}
+    assert len(objectives) == 1  # all proven
     assert validate(instance, io.load_schedule(out)).ok
+    bad = runner.invoke(app, [*command, "--lane-modes", "sometimes"])
+    assert bad.exit_code != 0 and "--lane-modes" in bad.output and "Traceback" not in bad.output

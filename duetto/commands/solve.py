@@ -17,6 +17,23 @@ if TYPE_CHECKING:
     from solvers.result import Result
 
 
+class LaneModes(StrEnum):
+    """``--lane-modes``: the lane bounds' modes (``options["lane_modes"]``)."""
+
+    AUTO = "auto"
+    ON = "on"
+    OFF = "off"
+    SELECTIVE = "selective"
+
+
+LANE_MODES_OPTION: dict[LaneModes, bool | str] = {
+    LaneModes.AUTO: "auto",
+    LaneModes.ON: True,
+    LaneModes.OFF: False,
+    LaneModes.SELECTIVE: "selective",
+}
+
+
 class ObjectiveKind(StrEnum):
     jct = "jct"
     makespan = "makespan"
@@ -175,15 +192,17 @@ def register(app: typer.Typer) -> None:
             ),
         ] = True,
         lane_modes: Annotated[
-            bool,
+            LaneModes,
             typer.Option(
-                "--lane-modes/--no-lane-modes",
+                "--lane-modes",
                 help=(
-                    "mode-aware lane bounds: each job keeps one mode (sub-batch) for its whole run in the"
-                    " lanes too (off by default: stronger where memory forces slower modes, slower)"
+                    "mode-aware lane bounds (each job keeps one mode, its sub-batch, for its whole run in"
+                    " the lanes too): on, off, selective (only the jobs the root's lanes need), or auto"
+                    " (selective for a bnp/portfolio tree whose root is expected to converge, else off)"
                 ),
+                case_sensitive=False,
             ),
-        ] = False,
+        ] = LaneModes.AUTO,
         threads: Annotated[
             int | None, typer.Option("--threads", help="solver threads / CP-SAT workers (default 2 for CP-SAT)")
         ] = None,
@@ -207,8 +226,8 @@ def register(app: typer.Typer) -> None:
             options["split"] = True
         if not lane_windows:
             options["lane_windows"] = False
-        if lane_modes:
-            options["lane_modes"] = True
+        if lane_modes is not LaneModes.AUTO:
+            options["lane_modes"] = LANE_MODES_OPTION[lane_modes]
         arguments = (instance, solver, time_limit, slot, objective.value)
         settings: dict[str, Any] = {
             "export_model": export_model,
