@@ -1258,9 +1258,6 @@ LANE_MODES_DEFAULT = "auto"
 ``options["lane_modes"]`` says otherwise. ``"auto"``: ``"selective"`` for a branch-and-price tree that runs
 after the coupled LP (its root expected to converge in the time), else mode-free (:func:`_auto_modes`)."""
 
-LANE_MODES_CHOICES = (True, False, "selective", "auto")
-"""What ``options["lane_modes"]`` may be."""
-
 
 def _lane_modes_option(options: dict[str, Any]) -> bool | str:
     """Take ``lane_modes`` (mode-aware lanes in the lane bound and the tree: true, false, ``"selective"``
