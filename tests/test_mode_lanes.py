@@ -201,7 +201,7 @@ def test_bnp_with_mode_aware_lanes_proves_the_optimum_and_its_schedule_is_valid(
     assert result.bound <= result.objective + 1e-6
 
 
-def test_lane_modes_option_must_be_a_boolean() -> None:
+def test_lane_modes_option_must_be_one_of_its_values() -> None:
     instance = generate_instance(4, 1, 2, 0)
     with pytest.raises(DuettoInputError) as error:
         solve(instance, "bnp", time_limit=5, options={"lane_modes": "yes"})
