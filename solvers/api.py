@@ -1604,7 +1604,6 @@ class _Relaxations:
         modes: bool | str = False,
     ) -> None:
         self.tree = tree
-        self.modes = modes  # mode-aware lanes (formulation.lanes.PseudoJobs)
         # the coupled LP's first level, solved before the solver started (:func:`_windows_from_the_start`):
         # its refinement goes on from the next width
         self.first = first
@@ -1640,7 +1639,7 @@ class _Relaxations:
                 elif not lanes_first:
                     self.lanes_skipped = "not expected to converge in the time limit"
         self.lanes_first = bool(lanes_first)
-        self.modes = _auto_modes(modes, tree, self.lanes_first)
+        self.modes = _auto_modes(modes, tree, self.lanes_first)  # mode-aware lanes (lanes.PseudoJobs)
         self.lanes = lanes and self.lanes_skipped is None
         self.cancel = threading.Event()
         self.thread = threading.Thread(

@@ -226,8 +226,7 @@ def register(app: typer.Typer) -> None:
             options["split"] = True
         if not lane_windows:
             options["lane_windows"] = False
-        if lane_modes is not LaneModes.AUTO:
-            options["lane_modes"] = LANE_MODES_OPTION[lane_modes]
+        options["lane_modes"] = LANE_MODES_OPTION[lane_modes]
         arguments = (instance, solver, time_limit, slot, objective.value)
         settings: dict[str, Any] = {
             "export_model": export_model,
