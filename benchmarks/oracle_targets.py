@@ -37,6 +37,7 @@ import pandas as pd
 from benchmarks.oracle_scaling import COLUMNS, Arrivals, run_one
 from formulation.errors import DuettoInputError
 from solvers import SolverUnavailableError
+from solvers.api import LANE_MODE_NAMES
 from solvers.backends import check_available, resolve
 
 
@@ -71,13 +72,6 @@ TARGETS: tuple[Target, ...] = (
 """The issue's targets at ``C = 2`` on one 8-GPU node (the trace bound's is not a set of solves)."""
 
 NODES, GPUS_PER_NODE = 1, 8
-LANE_MODE_CHOICES: dict[str | None, bool | str | None] = {
-    None: None,
-    "on": True,
-    "off": False,
-    "selective": "selective",
-}
-"""``--lane-modes`` as ``options["lane_modes"]`` (``None``: the solve's default)."""
 
 
 def run_targets(
@@ -179,9 +173,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--seeds", type=int, default=None, help="replace every chosen target's seed count")
     parser.add_argument(
         "--lane-modes",
-        choices=("on", "off", "selective"),
+        choices=tuple(LANE_MODE_NAMES),
         default=None,
-        help="mode-aware lane bounds on, off or only for the jobs the root's lanes need (default: the solve's own)",
+        help="mode-aware lane bounds on, off, only for the jobs the root's lanes need, or the solve's own "
+        "choice per backend (auto; default: the solve's default)",
     )
     parser.add_argument("--output", type=Path, default=Path("results/oracle_targets.csv"))
     return parser
@@ -230,7 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         time_limit=args.time_limit,
         threads=args.threads,
         output=args.output,
-        lane_modes=LANE_MODE_CHOICES.get(args.lane_modes),
+        lane_modes=None if args.lane_modes is None else LANE_MODE_NAMES[args.lane_modes],
     )
     frame.to_csv(args.output, index=False)
     summary = summarize_targets(frame, chosen)

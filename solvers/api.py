@@ -1258,6 +1258,10 @@ LANE_MODES_DEFAULT = "auto"
 ``options["lane_modes"]`` says otherwise. ``"auto"``: ``"selective"`` for a branch-and-price tree that runs
 after the coupled LP (its root expected to converge in the time), else mode-free (:func:`_auto_modes`)."""
 
+LANE_MODE_NAMES: dict[str, bool | str] = {"auto": "auto", "on": True, "off": False, "selective": "selective"}
+"""The ``lane_modes`` values by the names the command line gives them (``duetto solve --lane-modes``, the
+oracle benchmarks): one table, so every command means the same."""
+
 
 def _lane_modes_option(options: dict[str, Any]) -> bool | str:
     """Take ``lane_modes`` (mode-aware lanes in the lane bound and the tree: true, false, ``"selective"``

@@ -75,6 +75,7 @@ def test_a_small_rehearsal_solves_and_validates_every_instance(
         (["--jobs", "0"], "--jobs must be at least 1, got 0"),
         (["--time-limit", "0"], "--time-limit must be positive"),
         (["--solver", "nosuch"], "--solver:"),
+        (["--lane-modes", "sometimes"], "invalid choice: 'sometimes'"),
     ],
 )
 def test_bad_arguments_are_one_line_errors(

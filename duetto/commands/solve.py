@@ -26,14 +26,6 @@ class LaneModes(StrEnum):
     SELECTIVE = "selective"
 
 
-LANE_MODES_OPTION: dict[LaneModes, bool | str] = {
-    LaneModes.AUTO: "auto",
-    LaneModes.ON: True,
-    LaneModes.OFF: False,
-    LaneModes.SELECTIVE: "selective",
-}
-
-
 class ObjectiveKind(StrEnum):
     jct = "jct"
     makespan = "makespan"
@@ -211,6 +203,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Solve the time-slotted integer program exactly (CP-SAT, HiGHS or any Pyomo solver)."""
         from formulation.io import load_instance, load_schedule, save_schedule
+        from solvers.api import LANE_MODE_NAMES
         from solvers.api import solve as run_solve
 
         if threads is not None and threads < 1:
@@ -226,7 +219,7 @@ def register(app: typer.Typer) -> None:
             options["split"] = True
         if not lane_windows:
             options["lane_windows"] = False
-        options["lane_modes"] = LANE_MODES_OPTION[lane_modes]
+        options["lane_modes"] = LANE_MODE_NAMES[lane_modes.value]
         arguments = (instance, solver, time_limit, slot, objective.value)
         settings: dict[str, Any] = {
             "export_model": export_model,
