@@ -328,6 +328,32 @@ def test_bound_comparison_benchmark_writes_both_relaxations(tmp_path: Path) -> N
     assert ((frame["bound_slots"] > 0) & (frame["bound_slots"] <= frame["ub_slots"] + 1e-6)).all()
 
 
+def test_bound_comparison_checks_every_bound_against_a_proven_optimum(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # under memory pressure the mode-aware lanes are their own method; cpsat proves the optimum of the
+    # instance in its worker process, and no bound may pass it
+    output = tmp_path / "optimum.csv"
+    argv = ["--jobs", "5", "--gpus", "4", "--gpus-per-node", "4", "--seeds", "1", "--time-limit", "10"]
+    checks = ["--methods", "lanes", "mode_lanes", "coupled", "--memory-pressure", "0.9", "--optimum", "30"]
+    assert bound_comparison.main([*argv, *checks, "--output", str(output)]) == 0
+    frame = pd.read_csv(output)
+    assert list(frame["method"]) == ["lanes", "mode_lanes", "coupled"]
+    optimum = frame["optimum_slots"].iloc[0]
+    assert math.isfinite(optimum) and (frame["optimum_slots"] == optimum).all()
+    assert (frame["bound_slots"] > 0).all() and (frame["bound_slots"] <= optimum + 1e-6).all()
+    assert not frame["above_optimum"].any() and optimum <= frame["ub_slots"].iloc[0]
+    assert "optimum proven on 1 of 1 instances" in capsys.readouterr().out
+    # a bound above the optimum is named and fails the run (here the optimum is made too low)
+    monkeypatch.setattr(bound_comparison, "_proven_optimum", lambda instance, problem, seconds: 1.0)
+    assert bound_comparison.main([*argv, "--methods", "coupled", "--optimum", "30"]) == 1
+    assert "error: coupled bound" in capsys.readouterr().err
+    # bad values are one-line errors
+    assert bound_comparison.main([*argv, "--optimum", "0"]) == 2
+    assert bound_comparison.main([*argv, "--memory-pressure", "1.5"]) == 2
+    assert "--memory-pressure must be in [0, 1]" in capsys.readouterr().err
+
+
 def test_solve_runs_the_lanes_where_they_converge_and_says_why_not_elsewhere() -> None:
     instance = generate_instance(7, 1, 4, 1, memory_pressure=0.6)
     result = solve(instance, "highs", time_limit=20, slot=choose_slot(instance, 40), coupled_bound=False)
