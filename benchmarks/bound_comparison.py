@@ -258,9 +258,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(methods) > 1:
         print(summarize(frame).to_string(index=False))
     if args.optimum is not None:
-        proven = frame.drop_duplicates(["jobs", "seed"])["optimum_slots"].notna().sum()
+        instances = frame.drop_duplicates(["jobs", "seed"])
         wrong = frame[frame["above_optimum"]]
-        print(f"optimum proven on {proven} of {frame.drop_duplicates(['jobs', 'seed']).shape[0]} instances")
+        print(f"optimum proven on {instances['optimum_slots'].notna().sum()} of {len(instances)} instances")
         for _, row in wrong.iterrows():
             print(
                 f"error: {row['method']} bound {row['bound_slots']:.4f} above the optimum {row['optimum_slots']:.0f} "

@@ -16,6 +16,7 @@ from formulation import io
 from formulation.discretize import choose_slot
 from formulation.generator import generate_instance
 from formulation.validator import validate
+from solvers.api import LANE_MODE_NAMES
 
 REQUIRED = ("status", "objective", "bound", "gap", "build_seconds", "solve_seconds")
 
@@ -282,5 +283,7 @@ def test_mode_aware_lanes_from_the_command_line(app: typer.Typer, runner: CliRun
     objectives = {json.loads(result.output)["objective"] for result in (on, off, auto)}
     assert len(objectives) == 1  # all proven
     assert validate(instance, io.load_schedule(out)).ok
+    # every name the option offers is one the solve's table maps (and no other)
+    assert {name.value for name in solve_command.LaneModes} == set(LANE_MODE_NAMES)
     bad = runner.invoke(app, [*command, "--lane-modes", "sometimes"])
     assert bad.exit_code != 0 and "--lane-modes" in bad.output and "Traceback" not in bad.output
