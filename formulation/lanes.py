@@ -66,7 +66,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Literal, Self
 
 import numpy as np
 
@@ -2167,6 +2167,10 @@ def restricted_data(
     return data, Window(start_lo, start_hi, whole.end_lo, whole.end_hi)
 
 
+_NO_STATE_LIMIT = 2**62
+"""``max_states`` that never skips (selective mode expansion checks the limit itself, per expansion)."""
+
+
 def lane_bound(
     problem: SlottedProblem,
     *,
@@ -2184,7 +2188,7 @@ def lane_bound(
     fixed_starts: dict[str, int] | None = None,
     sharing_pairs: Iterable[tuple[str, str]] | None = None,
     gang_repeats: bool = False,
-    modes: bool = False,
+    modes: bool | Literal["selective"] = False,
 ) -> LaneBound:
     """Lower bound on ``Σ_j E_j`` (slots) by column generation over lanes (module docstring).
 
@@ -2225,9 +2229,17 @@ def lane_bound(
         forbidding that could gain at most (:attr:`LaneBound.gang_repeat_share`,
         :attr:`LaneBound.elementary_ceiling`; a diagnostic, after the bound, at most 60 s more).
     modes
-        Mode-aware lanes (:class:`PseudoJobs`): each job keeps one mode for its whole run. With the fast
-        pricing only; where the pseudo-jobs' DP would pass ``max_states``, the lanes are mode-free.
+        Mode-aware lanes (:class:`PseudoJobs`): each job keeps one mode for its whole run. ``True``: every
+        job with two modes is given a pseudo-job per mode; ``"selective"``: only the jobs the LP's lanes
+        need (:func:`modal_master`'s ``selective``, until :data:`MODE_EXPAND_SHARE` of the time). Either
+        way the mode-free LP comes first (at most :data:`MODE_FREE_SHARE` of the time; its bounds are
+        reported as they come) and its best duals start the mode-aware master at its bound, as in the
+        tree: so the mode-aware bound is never below the mode-free one (started on its own, the mode-aware
+        master's cover rows could end it a little below). With the fast pricing only; where the
+        pseudo-jobs' DP would pass ``max_states``, the lanes are mode-free.
     """
+    if modes not in (False, True, "selective"):
+        raise ValueError(f"modes must be False, True or 'selective', got {modes!r}")
     if pricing not in LANE_PRICINGS:
         raise ValueError(f"pricing must be 'fast' or 'progress', got {pricing!r}")
     if modes and pricing != "fast":
@@ -2242,18 +2254,47 @@ def lane_bound(
         return LaneBound(math.nan, f"skipped: {reason}")
     import highspy
 
-    data, window = restricted_data(problem, cut, fixed_starts, sharing_pairs, modes, max_states)
-    # the progress pricing does not take the cover rows' duals: no such rows with it
-    master = root_master(problem, data, highspy, cover_rows=pricing == "fast", cover_sets=cover_sets)
-    pricer: _LanePricing | _ProgressPricing = (
-        _ProgressPricing(data, grid) if pricing == "progress" else _LanePricing(data, master.covers)
+    selective = modes == "selective"
+    # selective: modal_master expands only as far as max_states allows, so every job's modes are offered
+    data, window = restricted_data(
+        problem, cut, fixed_starts, sharing_pairs, bool(modes), _NO_STATE_LIMIT if selective else max_states
     )
-    if window is not None:
-        master.restrict(window)
-        pricer.restrict(window)
-    want = columns_per_round or max(1, data.priced.n)
+    master: _Master
+    pricer: _LanePricing | _ProgressPricing
+    center: Duals | None = None
+    free_best: list[LaneBound] = []  # mode-aware: the mode-free LP's best bound, reported before
+
+    def report_free(outcome: _Generation, free: _Master) -> bool:
+        result = _with_others(_result(outcome, "running", free, began), free, outcome)
+        free_best[:] = [result]
+        return on_bound is None or on_bound(result)
+
+    if data.pseudo is not None:
+        master, pricer, center = modal_master(
+            problem,
+            data,
+            window=window,
+            free_until=began + time_limit * MODE_FREE_SHARE,
+            smoothing=smoothing,
+            cancel=cancel,
+            cover_sets=cover_sets,
+            selective=selective,
+            expand_until=began + time_limit * MODE_EXPAND_SHARE if selective else None,
+            max_states=max_states,
+            on_free_bound=report_free,
+        )
+    else:
+        # the progress pricing does not take the cover rows' duals: no such rows with it
+        master = root_master(problem, data, highspy, cover_rows=pricing == "fast", cover_sets=cover_sets)
+        pricer = _ProgressPricing(data, grid) if pricing == "progress" else _LanePricing(data, master.covers)
+        if window is not None:
+            master.restrict(window)
+            pricer.restrict(window)
+    want = columns_per_round or max(1, master.data.priced.n)
 
     def report(outcome: _Generation) -> bool:
+        if free_best and not outcome.best > free_best[0].value:
+            return True  # not above what the mode-free LP already proved
         return on_bound is None or on_bound(_with_others(_result(outcome, "running", master, began), master, outcome))
 
     outcome = _column_generation(
@@ -2265,8 +2306,12 @@ def lane_bound(
         max_rounds=max_rounds,
         cancel=cancel,
         on_bound=report,
+        center=center,
     )
     result = _with_others(_result(outcome, outcome.status, master, began), master, outcome)
+    if free_best and not result.value >= free_best[0].value:  # no mode-aware round in time (nan) or below
+        free = free_best[0]
+        result = replace(result, value=free.value, others=result.others if result.others is not None else free.others)
     if gang_repeats and outcome.values is not None:
         share = master.gang_repeat_share(outcome.values)
         ceiling = master.without_gang_repeats(60.0)
@@ -2352,10 +2397,12 @@ def lane_lp_first(
     cancel: threading.Event | None = None,
     artificial_cost: float | None = None,
     cover_sets: bool = True,
+    on_bound: Callable[[_Generation, _Master], bool] | None = None,
 ) -> tuple[_Master, _Generation]:
     """The lane LP (the upper bound's lanes and every job alone to start, restricted to ``window``) by
     column generation until it converges or ``deadline``: what a variant's master (gang runs or paces)
-    starts from (:meth:`_Master.start_from`, and the generation's best duals)."""
+    starts from (:meth:`_Master.start_from`, and the generation's best duals). ``on_bound`` is called with
+    each improved Lagrangian bound and this master; returning ``False`` stops the generation."""
     import highspy
 
     master = root_master(problem, data, highspy, artificial_cost=artificial_cost, cover_sets=cover_sets)
@@ -2371,6 +2418,7 @@ def lane_lp_first(
         smoothing=smoothing,
         max_rounds=max_rounds,
         cancel=cancel,
+        on_bound=None if on_bound is None else (lambda o: on_bound(o, master)),
     )
     return master, outcome
 
@@ -2499,6 +2547,7 @@ def modal_master(
     selective: bool = False,
     expand_until: float | None = None,
     max_states: int = DEFAULT_MAX_LANE_STATES,
+    on_free_bound: Callable[[_Generation, _Master], bool] | None = None,
 ) -> tuple[_Master, _LanePricing, Duals | None]:
     """A mode-aware master (``data`` mode-aware) that starts from the mode-free root: the mode-free lane LP
     by column generation until it converges or ``free_until``, then a mode-aware master with its cover
@@ -2512,7 +2561,8 @@ def modal_master(
     duals (:func:`expanded_duals`), until no lane conflicts, the time is up or the pseudo-jobs' DP would
     pass ``max_states`` cells. The master it returns may be mode-free (no lane in use conflicts, or no
     expansion within ``max_states``). Returns the master, its pricing and the point to price first
-    (``None`` if no root proved anything)."""
+    (``None`` if no root proved anything). ``on_free_bound``: :func:`lane_lp_first`'s ``on_bound`` for the
+    mode-free root."""
     import highspy
 
     real = replace(data, pseudo=None)
@@ -2525,6 +2575,7 @@ def modal_master(
         cancel=cancel,
         artificial_cost=artificial_cost,
         cover_sets=cover_sets,
+        on_bound=on_free_bound,
     )
     current, current_pricer = free, None
     expanded: set[int] = set()

@@ -1278,8 +1278,9 @@ def _auto_modes(modes: bool | str, tree: bool, lanes_first: bool) -> bool | str:
     selective tree's bound against the mode-free one's, 16 × 8 seeds 0-9 +0.37 % in all (+1.3 and +3.0 % on
     seeds 0 and 5, within -0.6 % on the five it loses), 24 × 8 seeds 0-2 +0.36 % (none lower); where the
     tree runs first (its root not expected to converge: 50 × 8, arrivals spread in time) the selective
-    one's slower rounds cost more than the modes give (50 × 8: 25 % gaps against 21-25 %), and the lane LP
-    alone would expand every job (2-10 times its time)."""
+    one's slower rounds cost more than the modes give (50 × 8: 25 % gaps against 21-25 %). The lane LP
+    alone (``cpsat``, ``highs``) runs first by default, so ``"auto"`` is mode-free there; ``True`` and
+    ``"selective"`` are what they say (:func:`formulation.lanes.lane_bound`)."""
     if modes != "auto":
         return modes
     return "selective" if tree and not lanes_first else False
@@ -1722,7 +1723,7 @@ class _Relaxations:
                     time_limit=max(0.01, deadline - time.time()),
                     cancel=self.cancel,
                     on_bound=self._offer_lanes,
-                    modes=bool(self.modes),  # the lane LP alone expands every job ("selective" is the tree's)
+                    modes="selective" if self.modes == "selective" else bool(self.modes),
                 )
         except Exception as error:
             self.lane_error = f"{type(error).__name__}: {error}"

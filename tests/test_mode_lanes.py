@@ -425,3 +425,26 @@ def test_auto_lane_modes_are_selective_for_a_tree_after_the_coupled_lp_and_mode_
     assert validate(instance, result.schedule).ok
     assert result.stats["objective_slots"] == optimum
     assert result.stats["lane_bound"]["order"] == "first" and result.stats["lane_bound"]["lane_modes"] is False
+
+
+def test_the_lane_lp_with_modes_starts_from_the_mode_free_one_and_never_ends_below_it() -> None:
+    # 6 jobs on 8 GPUs with memory pressure: started on its own, the mode-aware master once converged
+    # below the mode-free LP (its cover rows are found by a heuristic); from the mode-free root it cannot
+    instance = generate_instance(6, 1, 8, 8011, memory_pressure=0.6)
+    result = solve(instance, "cpsat", time_limit=30)
+    assert result.status is SolveStatus.OPTIMAL
+    optimum = int(result.stats["objective_slots"])
+    problem = discretize(instance, slot=result.stats["problem"]["slot_seconds"]).with_upper_bound(result.schedule)
+    free = lane_bound(problem, time_limit=60)
+    assert free.status == "optimal" and not free.mode_aware
+    for modes in (True, "selective"):
+        reported: list[float] = []
+        aware = lane_bound(problem, time_limit=60, modes=modes, on_bound=lambda b: reported.append(b.value) or True)
+        assert aware.status == "optimal" and aware.mode_aware
+        assert free.value - 1e-6 * free.value <= aware.value <= optimum + 1e-6
+        # the mode-free LP's bounds come first, then the mode-aware ones, each above the last (the LP's
+        # optimum, once converged, is the result's and is not reported again)
+        assert reported and reported == sorted(reported) and reported[-1] <= aware.value + 1e-9
+        assert reported[0] < free.value - 1e-6  # the first report is the mode-free LP's first round
+    with pytest.raises(ValueError, match="modes must be False, True or 'selective'"):
+        lane_bound(problem, modes="all")  # type: ignore[arg-type]
