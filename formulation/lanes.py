@@ -2263,11 +2263,16 @@ def lane_bound(
     pricer: _LanePricing | _ProgressPricing
     center: Duals | None = None
     free_best: list[LaneBound] = []  # mode-aware: the mode-free LP's best bound, reported before
+    reported = [-math.inf]  # the best value on_bound was given
+
+    def tell(result: LaneBound) -> bool:
+        reported[0] = max(reported[0], result.value)
+        return on_bound is None or on_bound(result)
 
     def report_free(outcome: _Generation, free: _Master) -> bool:
         result = _with_others(_result(outcome, "running", free, began), free, outcome)
         free_best[:] = [result]
-        return on_bound is None or on_bound(result)
+        return tell(result)
 
     if data.pseudo is not None:
         master, pricer, center = modal_master(
@@ -2293,9 +2298,9 @@ def lane_bound(
     want = columns_per_round or max(1, master.data.priced.n)
 
     def report(outcome: _Generation) -> bool:
-        if free_best and not outcome.best > free_best[0].value:
-            return True  # not above what the mode-free LP already proved
-        return on_bound is None or on_bound(_with_others(_result(outcome, "running", master, began), master, outcome))
+        if not outcome.best > reported[0]:
+            return True  # not above what was reported (the mode-free LP's bounds)
+        return tell(_with_others(_result(outcome, "running", master, began), master, outcome))
 
     outcome = _column_generation(
         master,
@@ -2312,6 +2317,9 @@ def lane_bound(
     if free_best and not result.value >= free_best[0].value:  # no mode-aware round in time (nan) or below
         free = free_best[0]
         result = replace(result, value=free.value, others=result.others if result.others is not None else free.others)
+    if on_bound is not None and result.value > reported[0]:
+        # the LP's optimum once converged (or the first mode-aware Lagrangian bound) comes after the rounds'
+        on_bound(result)
     if gang_repeats and outcome.values is not None:
         share = master.gang_repeat_share(outcome.values)
         ceiling = master.without_gang_repeats(60.0)

@@ -792,7 +792,8 @@ def solve(
         the coupled and lane LPs' duals allow (:class:`_Narrowing`; ``stats["lane_windows"]``);
         ``{"lane_windows": False}`` turns that off. ``"lane_modes"``: mode-aware lane bounds, ``True``,
         ``False``, ``"selective"`` (only the jobs the root's lanes need) or ``"auto"`` (the default:
-        selective for a ``bnp``/``portfolio`` tree that runs after the coupled LP, else mode-free).
+        selective for a ``bnp``/``portfolio`` tree that runs after the coupled LP and for the lane LP
+        alone where it is expected to converge in the time, else mode-free).
     progress
         Called about five times a second with a :class:`Progress` while the solver runs.
 
@@ -1256,7 +1257,8 @@ def _lane_windows_option(options: dict[str, Any]) -> bool:
 LANE_MODES_DEFAULT = "auto"
 """Whether the lane bounds are mode-aware (:class:`formulation.lanes.PseudoJobs`) unless
 ``options["lane_modes"]`` says otherwise. ``"auto"``: ``"selective"`` for a branch-and-price tree that runs
-after the coupled LP (its root expected to converge in the time), else mode-free (:func:`_auto_modes`)."""
+after the coupled LP (its root expected to converge in the time) and for the lane LP alone where it is
+expected to converge, else mode-free (:func:`_auto_modes`)."""
 
 LANE_MODE_NAMES: dict[str, bool | str] = {"auto": "auto", "on": True, "off": False, "selective": "selective"}
 """The ``lane_modes`` values by the names the command line gives them (``duetto solve --lane-modes``, the
@@ -1272,18 +1274,23 @@ def _lane_modes_option(options: dict[str, Any]) -> bool | str:
     return value
 
 
-def _auto_modes(modes: bool | str, tree: bool, lanes_first: bool) -> bool | str:
+def _auto_modes(modes: bool | str, tree: bool, lanes_first: bool, converges: bool = False) -> bool | str:
     """``lane_modes`` as the lanes run it: ``"auto"`` is ``"selective"`` for a tree after the coupled LP and
-    mode-free otherwise. Measured (60 s, 2 threads, 2026-12-01, both one after the other per seed): the
+    for the lane LP alone where it is expected to converge in the time (``converges``), mode-free
+    otherwise. Measured (60 s, 2 threads, 2026-12-01, both one after the other per seed): the
     selective tree's bound against the mode-free one's, 16 × 8 seeds 0-9 +0.37 % in all (+1.3 and +3.0 % on
     seeds 0 and 5, within -0.6 % on the five it loses), 24 × 8 seeds 0-2 +0.36 % (none lower); where the
     tree runs first (its root not expected to converge: 50 × 8, arrivals spread in time) the selective
-    one's slower rounds cost more than the modes give (50 × 8: 25 % gaps against 21-25 %). The lane LP
-    alone (``cpsat``, ``highs``) runs first by default, so ``"auto"`` is mode-free there; ``True`` and
-    ``"selective"`` are what they say (:func:`formulation.lanes.lane_bound`)."""
+    one's slower rounds cost more than the modes give (50 × 8: 25 % gaps against 21-25 %). The lane LP alone
+    (``cpsat``, ``highs``; :func:`formulation.lanes.lane_bound`, which starts the mode-aware master from the
+    mode-free LP): measured with ``cpsat`` (60 s, 2 threads, 2026-12-01, eleventh session), selective
+    against mode-free, 16 × 8 seeds 0 / 3 / 5 bounds +2.2 / +0.7 / +3.3 %, 24 × 8 seed 0 +0.7 %, and
+    50 × 8 seed 0 −0.15 % (its mode-free LP does not converge in the share it gets first)."""
     if modes != "auto":
         return modes
-    return "selective" if tree and not lanes_first else False
+    if tree:
+        return "selective" if not lanes_first else False
+    return "selective" if converges else False
 
 
 def _split_options(settings: _Settings) -> tuple[_Settings, bool, int]:
@@ -1644,7 +1651,8 @@ class _Relaxations:
                 elif not lanes_first:
                     self.lanes_skipped = "not expected to converge in the time limit"
         self.lanes_first = bool(lanes_first)
-        self.modes = _auto_modes(modes, tree, self.lanes_first)  # mode-aware lanes (lanes.PseudoJobs)
+        converges = lanes and self.lanes_skipped is None and self.lane_seconds <= deadline - time.time()
+        self.modes = _auto_modes(modes, tree, self.lanes_first, converges)  # mode-aware lanes (lanes.PseudoJobs)
         self.lanes = lanes and self.lanes_skipped is None
         self.cancel = threading.Event()
         self.thread = threading.Thread(

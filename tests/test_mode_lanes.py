@@ -404,15 +404,18 @@ def test_bnp_with_selective_mode_lanes_proves_the_optimum_and_bad_values_are_ref
     assert tight.proven and tight.value <= optimum + 1e-6
 
 
-def test_auto_lane_modes_are_selective_for_a_tree_after_the_coupled_lp_and_mode_free_elsewhere() -> None:
-    # the default: where the tree's root is expected to converge (it runs after the coupled LP) the
-    # selective lanes; where the tree runs first, or the lane LP runs alone, mode-free
+def test_auto_lane_modes_are_selective_where_the_lanes_converge_and_mode_free_elsewhere() -> None:
+    # the default: where the tree's root is expected to converge (it runs after the coupled LP) and where
+    # the lane LP alone is expected to converge, the selective lanes; where the tree runs first, or the
+    # lane LP alone is not expected to converge, mode-free
     assert LANE_MODES_DEFAULT == "auto"
     assert _auto_modes("auto", tree=True, lanes_first=False) == "selective"
-    assert _auto_modes("auto", tree=True, lanes_first=True) is False
+    assert _auto_modes("auto", tree=True, lanes_first=True, converges=True) is False
+    assert _auto_modes("auto", tree=False, lanes_first=True, converges=True) == "selective"
+    assert _auto_modes("auto", tree=False, lanes_first=True, converges=False) is False
     assert _auto_modes("auto", tree=False, lanes_first=False) is False
     assert _auto_modes(True, tree=False, lanes_first=True) is True
-    assert _auto_modes(False, tree=True, lanes_first=False) is False
+    assert _auto_modes(False, tree=True, lanes_first=False, converges=True) is False
     instance, optimum, problem = proven(1)
     result = solve(instance, "bnp", time_limit=60, slot=problem.slot)
     assert validate(instance, result.schedule).ok
@@ -425,6 +428,11 @@ def test_auto_lane_modes_are_selective_for_a_tree_after_the_coupled_lp_and_mode_
     assert validate(instance, result.schedule).ok
     assert result.stats["objective_slots"] == optimum
     assert result.stats["lane_bound"]["order"] == "first" and result.stats["lane_bound"]["lane_modes"] is False
+    # the lane LP alone (cpsat), expected to converge in the minute on 7 jobs: selective
+    result = solve(instance, "cpsat", time_limit=60, slot=problem.slot)
+    assert validate(instance, result.schedule).ok
+    assert result.stats["objective_slots"] == optimum
+    assert result.stats["lane_bound"]["order"] == "first" and result.stats["lane_bound"]["lane_modes"] == "selective"
 
 
 def test_the_lane_lp_with_modes_starts_from_the_mode_free_one_and_never_ends_below_it() -> None:
@@ -435,16 +443,20 @@ def test_the_lane_lp_with_modes_starts_from_the_mode_free_one_and_never_ends_bel
     assert result.status is SolveStatus.OPTIMAL
     optimum = int(result.stats["objective_slots"])
     problem = discretize(instance, slot=result.stats["problem"]["slot_seconds"]).with_upper_bound(result.schedule)
-    free = lane_bound(problem, time_limit=60)
+    seen: list[float] = []
+    free = lane_bound(problem, time_limit=60, on_bound=lambda b: seen.append(b.value) or True)
     assert free.status == "optimal" and not free.mode_aware
+    # every improved bound is reported, the converged LP's last (what a solve offers as its bound)
+    assert seen == sorted(seen) and seen[-1] == pytest.approx(free.value)
+    reported: list[float] = []
     for modes in (True, "selective"):
-        reported: list[float] = []
+        reported.clear()
         aware = lane_bound(problem, time_limit=60, modes=modes, on_bound=lambda b: reported.append(b.value) or True)
         assert aware.status == "optimal" and aware.mode_aware
         assert free.value - 1e-6 * free.value <= aware.value <= optimum + 1e-6
-        # the mode-free LP's bounds come first, then the mode-aware ones, each above the last (the LP's
-        # optimum, once converged, is the result's and is not reported again)
-        assert reported and reported == sorted(reported) and reported[-1] <= aware.value + 1e-9
+        # the mode-free LP's bounds come first, then the mode-aware ones, each above the last, the result's
+        # value (the LP's optimum, once converged) last
+        assert reported and reported == sorted(reported) and reported[-1] == pytest.approx(aware.value)
         assert reported[0] < free.value - 1e-6  # the first report is the mode-free LP's first round
     with pytest.raises(ValueError, match="modes must be False, True or 'selective'"):
         lane_bound(problem, modes="all")  # type: ignore[arg-type]

@@ -190,7 +190,8 @@ def register(app: typer.Typer) -> None:
                 help=(
                     "mode-aware lane bounds (each job keeps one mode, its sub-batch, for its whole run in"
                     " the lanes too): on, off, selective (only the jobs the root's lanes need), or auto"
-                    " (selective for a bnp/portfolio tree whose root is expected to converge, else off)"
+                    " (selective where the lane LP, or a bnp/portfolio tree's root, is expected to"
+                    " converge in the time, else off)"
                 ),
                 case_sensitive=False,
             ),
