@@ -793,7 +793,8 @@ def solve(
         ``{"lane_windows": False}`` turns that off. ``"lane_modes"``: mode-aware lane bounds, ``True``,
         ``False``, ``"selective"`` (only the jobs the root's lanes need) or ``"auto"`` (the default:
         selective for a ``bnp``/``portfolio`` tree that runs after the coupled LP and for the lane LP
-        alone where it is expected to converge in the time, else mode-free).
+        alone where it is expected to converge in the time and the jobs are released together, else
+        mode-free).
     progress
         Called about five times a second with a :class:`Progress` while the solver runs.
 
@@ -1258,7 +1259,7 @@ LANE_MODES_DEFAULT = "auto"
 """Whether the lane bounds are mode-aware (:class:`formulation.lanes.PseudoJobs`) unless
 ``options["lane_modes"]`` says otherwise. ``"auto"``: ``"selective"`` for a branch-and-price tree that runs
 after the coupled LP (its root expected to converge in the time) and for the lane LP alone where it is
-expected to converge, else mode-free (:func:`_auto_modes`)."""
+expected to converge and CP-SAT is not restarted in its windows, else mode-free (:func:`_auto_modes`)."""
 
 LANE_MODE_NAMES: dict[str, bool | str] = {"auto": "auto", "on": True, "off": False, "selective": "selective"}
 """The ``lane_modes`` values by the names the command line gives them (``duetto solve --lane-modes``, the
@@ -1285,7 +1286,9 @@ def _auto_modes(modes: bool | str, tree: bool, lanes_first: bool, converges: boo
     (``cpsat``, ``highs``; :func:`formulation.lanes.lane_bound`, which starts the mode-aware master from the
     mode-free LP): measured with ``cpsat`` (60 s, 2 threads, 2026-12-01, eleventh session), selective
     against mode-free, 16 × 8 seeds 0 / 3 / 5 bounds +2.2 / +0.7 / +3.3 %, 24 × 8 seed 0 +0.7 %, and
-    50 × 8 seed 0 −0.15 % (its mode-free LP does not converge in the share it gets first)."""
+    50 × 8 seed 0 −0.15 % (its mode-free LP does not converge in the share it gets first); with releases
+    spread in time, where CP-SAT is restarted in the lanes' windows, mode-free (Poisson 24 × 8 seeds 0-2:
+    mode-free proved all three, the last in 57 s; selective the first two)."""
     if modes != "auto":
         return modes
     if tree:
@@ -1651,7 +1654,15 @@ class _Relaxations:
                 elif not lanes_first:
                     self.lanes_skipped = "not expected to converge in the time limit"
         self.lanes_first = bool(lanes_first)
-        converges = lanes and self.lanes_skipped is None and self.lane_seconds <= deadline - time.time()
+        # where CP-SAT is restarted in the lanes' windows (releases spread in time) their duals are wanted
+        # soon, and there the mode-free ones come sooner (Poisson 24 × 8 seed 2: `cpsat` proved in 57 s with
+        # them, not in 60 s with the selective lanes)
+        converges = (
+            lanes
+            and tracker.narrowing is None
+            and self.lanes_skipped is None
+            and self.lane_seconds <= deadline - time.time()
+        )
         self.modes = _auto_modes(modes, tree, self.lanes_first, converges)  # mode-aware lanes (lanes.PseudoJobs)
         self.lanes = lanes and self.lanes_skipped is None
         self.cancel = threading.Event()

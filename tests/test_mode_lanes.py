@@ -433,6 +433,11 @@ def test_auto_lane_modes_are_selective_where_the_lanes_converge_and_mode_free_el
     assert validate(instance, result.schedule).ok
     assert result.stats["objective_slots"] == optimum
     assert result.stats["lane_bound"]["order"] == "first" and result.stats["lane_bound"]["lane_modes"] == "selective"
+    # releases spread in time: CP-SAT is restarted in the lanes' windows, whose mode-free duals come sooner
+    spread = generate_instance(7, 1, 4, 1, arrivals="poisson", memory_pressure=0.6)
+    result = solve(spread, "cpsat", time_limit=20)
+    assert validate(spread, result.schedule).ok
+    assert "lane_windows" in result.stats and result.stats["lane_bound"]["lane_modes"] is False
 
 
 def test_the_lane_lp_with_modes_starts_from_the_mode_free_one_and_never_ends_below_it() -> None:
