@@ -2264,10 +2264,12 @@ def lane_bound(
     center: Duals | None = None
     free_best: list[LaneBound] = []  # mode-aware: the mode-free LP's best bound, reported before
     reported = [-math.inf]  # the best value on_bound was given
+    stopped = [False]  # on_bound returned False
 
     def tell(result: LaneBound) -> bool:
         reported[0] = max(reported[0], result.value)
-        return on_bound is None or on_bound(result)
+        stopped[0] = on_bound is not None and not on_bound(result)
+        return not stopped[0]
 
     def report_free(outcome: _Generation, free: _Master) -> bool:
         result = _with_others(_result(outcome, "running", free, began), free, outcome)
@@ -2287,7 +2289,10 @@ def lane_bound(
             expand_until=began + time_limit * MODE_EXPAND_SHARE if selective else None,
             max_states=max_states,
             on_free_bound=report_free,
+            max_rounds=max_rounds,
         )
+        if stopped[0]:  # the caller has what it needs from the mode-free LP
+            return replace(free_best[0], status="stopped", seconds=time.perf_counter() - began)
     else:
         # the progress pricing does not take the cover rows' duals: no such rows with it
         master = root_master(problem, data, highspy, cover_rows=pricing == "fast", cover_sets=cover_sets)
@@ -2317,7 +2322,7 @@ def lane_bound(
     if free_best and not result.value >= free_best[0].value:  # no mode-aware round in time (nan) or below
         free = free_best[0]
         result = replace(result, value=free.value, others=result.others if result.others is not None else free.others)
-    if on_bound is not None and result.value > reported[0]:
+    if on_bound is not None and not stopped[0] and result.value > reported[0]:
         # the LP's optimum once converged (or the first mode-aware Lagrangian bound) comes after the rounds'
         on_bound(result)
     if gang_repeats and outcome.values is not None:
@@ -2556,6 +2561,7 @@ def modal_master(
     expand_until: float | None = None,
     max_states: int = DEFAULT_MAX_LANE_STATES,
     on_free_bound: Callable[[_Generation, _Master], bool] | None = None,
+    max_rounds: int = 10_000,
 ) -> tuple[_Master, _LanePricing, Duals | None]:
     """A mode-aware master (``data`` mode-aware) that starts from the mode-free root: the mode-free lane LP
     by column generation until it converges or ``free_until``, then a mode-aware master with its cover
@@ -2569,8 +2575,9 @@ def modal_master(
     duals (:func:`expanded_duals`), until no lane conflicts, the time is up or the pseudo-jobs' DP would
     pass ``max_states`` cells. The master it returns may be mode-free (no lane in use conflicts, or no
     expansion within ``max_states``). Returns the master, its pricing and the point to price first
-    (``None`` if no root proved anything). ``on_free_bound``: :func:`lane_lp_first`'s ``on_bound`` for the
-    mode-free root."""
+    (``None`` if no root proved anything). ``on_free_bound`` and ``max_rounds``: :func:`lane_lp_first`'s
+    ``on_bound`` and ``max_rounds`` for the mode-free root; where ``on_free_bound`` stops it, the mode-free
+    master is returned as it is."""
     import highspy
 
     real = replace(data, pseudo=None)
@@ -2583,11 +2590,12 @@ def modal_master(
         cancel=cancel,
         artificial_cost=artificial_cost,
         cover_sets=cover_sets,
+        max_rounds=max_rounds,
         on_bound=on_free_bound,
     )
     current, current_pricer = free, None
     expanded: set[int] = set()
-    while True:
+    while outcome.status != "stopped":  # on_free_bound asked to stop: the mode-free root is returned
         values = outcome.values
         used = (
             []

@@ -463,5 +463,10 @@ def test_the_lane_lp_with_modes_starts_from_the_mode_free_one_and_never_ends_bel
         # value (the LP's optimum, once converged) last
         assert reported and reported == sorted(reported) and reported[-1] == pytest.approx(aware.value)
         assert reported[0] < free.value - 1e-6  # the first report is the mode-free LP's first round
+    # stopped by its caller in the mode-free LP: no mode-aware master, and no call after the stop
+    calls: list[float] = []
+    stopped = lane_bound(problem, time_limit=60, modes=True, on_bound=lambda b: calls.append(b.value) and False)
+    assert stopped.status == "stopped" and not stopped.mode_aware
+    assert len(calls) == 1 and stopped.value == calls[0] <= optimum
     with pytest.raises(ValueError, match="modes must be False, True or 'selective'"):
         lane_bound(problem, modes="all")  # type: ignore[arg-type]
