@@ -2203,7 +2203,8 @@ def lane_bound(
         Lanes end at this slot (default :func:`formulation.relaxation.default_cut`); a job may end past
         it at cost ``max(cut + 1, r_j + d_j)``.
     max_rounds, columns_per_round
-        Pricing rounds at most; lanes added per round (default: the number of jobs).
+        Pricing rounds at most (with ``modes``, in the mode-free LP and again in the mode-aware one);
+        lanes added per round (default: the number of jobs).
     cancel
         Set to stop at the next round.
     on_bound
