@@ -38,8 +38,6 @@ from formulation.lanes import (
     DEFAULT_MAX_LANE_STATES,
     DEFAULT_SMOOTHING,
     MAX_SEPARATIONS,
-    MODE_EXPAND_SHARE,
-    MODE_FREE_SHARE,
     Duals,
     LaneData,
     Window,
@@ -49,6 +47,7 @@ from formulation.lanes import (
     _Master,
     lane_cut,
     lane_data,
+    modal_deadlines,
     modal_master,
     root_master,
 )
@@ -423,17 +422,18 @@ def lane_tree_bound(
         )
     elif data.pseudo is not None:
         # mode-aware: from the mode-free root, whose best duals start the mode-aware one at its bound
+        free_until, expand_until = modal_deadlines(began, time_limit, selective)
         master, pricer, root_center = modal_master(
             problem,
             data,
             window=start_window,
-            free_until=began + time_limit * MODE_FREE_SHARE,
+            free_until=free_until,
             smoothing=smoothing,
             cancel=cancel,
             artificial_cost=artificial_cost,
             cover_sets=cover_sets,
             selective=selective,
-            expand_until=began + time_limit * MODE_EXPAND_SHARE if selective else None,
+            expand_until=expand_until,
             max_states=max_states,
         )
         data = master.data  # selective: as far as the root expanded (mode-free where nothing conflicts)

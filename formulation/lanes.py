@@ -2278,16 +2278,17 @@ def lane_bound(
         return tell(result)
 
     if data.pseudo is not None:
+        free_until, expand_until = modal_deadlines(began, time_limit, selective)
         master, pricer, center = modal_master(
             problem,
             data,
             window=window,
-            free_until=began + time_limit * MODE_FREE_SHARE,
+            free_until=free_until,
             smoothing=smoothing,
             cancel=cancel,
             cover_sets=cover_sets,
             selective=selective,
-            expand_until=began + time_limit * MODE_EXPAND_SHARE if selective else None,
+            expand_until=expand_until,
             max_states=max_states,
             on_free_bound=report_free,
             max_rounds=max_rounds,
@@ -2443,6 +2444,14 @@ root takes before the mode-aware master starts from it (:func:`modal_master`).""
 MODE_EXPAND_SHARE = 2 / 3
 """With selective mode expansion (:func:`modal_master`), the most of the tree's time by which the root
 may still expand jobs' modes (each expansion rebuilds the master)."""
+
+
+def modal_deadlines(began: float, time_limit: float, selective: bool) -> tuple[float, float | None]:
+    """:func:`modal_master`'s ``free_until`` and ``expand_until`` for a run of ``time_limit`` seconds from
+    ``began`` (:data:`MODE_FREE_SHARE`, :data:`MODE_EXPAND_SHARE`; no expansion deadline unless selective)."""
+    return began + time_limit * MODE_FREE_SHARE, began + time_limit * MODE_EXPAND_SHARE if selective else None
+
+
 MODE_COMBINATIONS = 256
 """A mode-free lane is given modes (:func:`modal_lane`) only where its jobs' mode combinations are at most
 this many."""
