@@ -793,8 +793,8 @@ def solve(
         ``{"lane_windows": False}`` turns that off. ``"lane_modes"``: mode-aware lane bounds, ``True``,
         ``False``, ``"selective"`` (only the jobs the root's lanes need) or ``"auto"`` (the default:
         selective for a ``bnp``/``portfolio`` tree that runs after the coupled LP and for the lane LP
-        alone where it is expected to converge in the time and the jobs are released together, else
-        mode-free).
+        alone where it is expected to converge in the time and CP-SAT is not restarted in its windows,
+        else mode-free).
     progress
         Called about five times a second with a :class:`Progress` while the solver runs.
 

@@ -191,8 +191,8 @@ def register(app: typer.Typer) -> None:
                     "mode-aware lane bounds (each job keeps one mode, its sub-batch, for its whole run in"
                     " the lanes too): on, off, selective (only the jobs the root's lanes need), or auto"
                     " (selective where the lane LP, or a bnp/portfolio tree's root, is expected to"
-                    " converge in the time, the lane LP alone only with all jobs released together;"
-                    " else off)"
+                    " converge in the time, but not for cpsat's lane LP where CP-SAT is restarted in"
+                    " the lanes' windows, i.e. releases spread in time; else off)"
                 ),
                 case_sensitive=False,
             ),
