@@ -2263,19 +2263,20 @@ def lane_bound(
     master: _Master
     pricer: _LanePricing | _ProgressPricing
     center: Duals | None = None
-    free_best: list[LaneBound] = []  # mode-aware: the mode-free LP's best bound, reported before
-    reported = [-math.inf]  # the best value on_bound was given
-    stopped = [False]  # on_bound returned False
+    free_best: LaneBound | None = None  # mode-aware: the mode-free LP's best bound, reported before
+    reported = -math.inf  # the best value on_bound was given
+    stopped = False  # on_bound returned False
 
     def tell(result: LaneBound) -> bool:
-        reported[0] = max(reported[0], result.value)
-        stopped[0] = on_bound is not None and not on_bound(result)
-        return not stopped[0]
+        nonlocal reported, stopped
+        reported = max(reported, result.value)
+        stopped = on_bound is not None and not on_bound(result)
+        return not stopped
 
     def report_free(outcome: _Generation, free: _Master) -> bool:
-        result = _with_others(_result(outcome, "running", free, began), free, outcome)
-        free_best[:] = [result]
-        return tell(result)
+        nonlocal free_best
+        free_best = _with_others(_result(outcome, "running", free, began), free, outcome)
+        return tell(free_best)
 
     if data.pseudo is not None:
         free_until, expand_until = modal_deadlines(began, time_limit, selective)
@@ -2293,8 +2294,8 @@ def lane_bound(
             on_free_bound=report_free,
             max_rounds=max_rounds,
         )
-        if stopped[0]:  # the caller has what it needs from the mode-free LP
-            return replace(free_best[0], status="stopped", seconds=time.perf_counter() - began)
+        if stopped and free_best is not None:  # the caller has what it needs from the mode-free LP
+            return replace(free_best, status="stopped", seconds=time.perf_counter() - began)
     else:
         # the progress pricing does not take the cover rows' duals: no such rows with it
         master = root_master(problem, data, highspy, cover_rows=pricing == "fast", cover_sets=cover_sets)
@@ -2305,7 +2306,7 @@ def lane_bound(
     want = columns_per_round or max(1, master.data.priced.n)
 
     def report(outcome: _Generation) -> bool:
-        if not outcome.best > reported[0]:
+        if not outcome.best > reported:
             return True  # not above what was reported (the mode-free LP's bounds)
         return tell(_with_others(_result(outcome, "running", master, began), master, outcome))
 
@@ -2321,10 +2322,10 @@ def lane_bound(
         center=center,
     )
     result = _with_others(_result(outcome, outcome.status, master, began), master, outcome)
-    if free_best and not result.value >= free_best[0].value:  # no mode-aware round in time (nan) or below
-        free = free_best[0]
-        result = replace(result, value=free.value, others=result.others if result.others is not None else free.others)
-    if on_bound is not None and not stopped[0] and result.value > reported[0]:
+    if free_best is not None and not result.value >= free_best.value:  # no mode-aware round in time, or below
+        others = result.others if result.others is not None else free_best.others
+        result = replace(result, value=free_best.value, others=others)
+    if on_bound is not None and not stopped and result.value > reported:
         # the LP's optimum once converged (or the first mode-aware Lagrangian bound) comes after the rounds'
         on_bound(result)
     if gang_repeats and outcome.values is not None:
