@@ -445,7 +445,7 @@ def test_the_lane_lp_with_modes_starts_from_the_mode_free_one_and_never_ends_bel
     # below the mode-free LP (its cover rows are found by a heuristic); from the mode-free root it cannot
     instance = generate_instance(6, 1, 8, 8011, memory_pressure=0.6)
     result = solve(instance, "cpsat", time_limit=30)
-    assert result.status is SolveStatus.OPTIMAL
+    assert result.status is SolveStatus.OPTIMAL and validate(instance, result.schedule).ok
     optimum = int(result.stats["objective_slots"])
     problem = discretize(instance, slot=result.stats["problem"]["slot_seconds"]).with_upper_bound(result.schedule)
     seen: list[float] = []
