@@ -36,7 +36,9 @@ lacks once the starts are known, against the check's answer for the same region.
 (:func:`formulation.gang_lanes.gang_lane_bound`, same restriction and time limit; columns ``NAME_gang``
 with its status and seconds): how much of what the lanes lack a gang held whole in one column closes.
 ``--gang-paces`` does the same with gang paces (:func:`formulation.gang_paces.gang_pace_bound`, columns
-``NAME_pace``): the gangs' slowest-worker rows without run columns.
+``NAME_pace``): the gangs' slowest-worker rows without run columns. ``--mode-lanes selective`` (or ``on``)
+does the same with mode-aware lanes (:func:`formulation.lanes.lane_bound` with ``modes``, columns
+``NAME_modes``): each job held to one mode for its whole run, the relaxation `solve` uses by default.
 
 One CSV row per instance and pricing: ``jobs, gpus, seed, one_gpu_jobs, slot, horizon, schedule_slots,
 solver_bound_slots``; ``pairs`` (sharing in the schedule) and ``shareable_pairs``; ``check``
@@ -53,12 +55,13 @@ Run it alone on the machine: the LPs and the check are timed.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 
@@ -76,6 +79,8 @@ from solvers import SolverUnavailableError, solve
 from solvers.api import standalone_leaf_checker
 from solvers.backends import check_available, resolve
 
+# --mode-lanes: its choices and what lane_bound's ``modes`` is for each
+MODE_LANE_CHOICES: dict[str | None, bool | Literal["selective"]] = {None: False, "on": True, "selective": "selective"}
 LP_VALUES = ("root", "starts_fixed", "pairs_only", "starts_and_pairs", "gang_starts_fixed")
 DEFAULT_LPS = LP_VALUES[:4]
 
@@ -152,6 +157,7 @@ def measure(
     check_gang_starts: bool = False,
     gang_runs: bool = False,
     gang_paces: bool = False,
+    mode_lanes: bool | Literal["selective"] = False,
     progress: bool = True,
 ) -> pd.DataFrame:
     """One row per instance and pricing (module docstring); every schedule is validated first."""
@@ -163,6 +169,8 @@ def measure(
         variants["gang"] = ("gang runs", gang_lane_bound)
     if gang_paces:
         variants["pace"] = ("gang paces", gang_pace_bound)
+    if mode_lanes:
+        variants["modes"] = ("mode-aware lanes", functools.partial(lane_bound, modes=mode_lanes))
     rows: list[dict[str, Any]] = []
     for n in jobs:
         for seed in seeds:
@@ -308,6 +316,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="also each LP with gang paces (formulation.gang_paces; columns NAME_pace), same time limit",
     )
+    parser.add_argument(
+        "--mode-lanes",
+        choices=[name for name in MODE_LANE_CHOICES if name is not None],
+        default=None,
+        help="also each LP with mode-aware lanes (each job in one mode; columns NAME_modes), same time limit",
+    )
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.time_limit <= 0 or args.lp_time_limit <= 0 or args.check_seconds < 0 or args.tree_seconds < 0:
@@ -338,6 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_gang_starts=args.check_gang_starts,
             gang_runs=args.gang_runs,
             gang_paces=args.gang_paces,
+            mode_lanes=MODE_LANE_CHOICES[args.mode_lanes],
         )
     except (DuettoInputError, SolverUnavailableError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -348,7 +363,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     shown = ["jobs", "seed", "pricing", "schedule_slots", *(name for name in LP_VALUES if name in frame.columns)]
     shown += [name for name in ("gang_repeat_share", "elementary_ceiling") if name in frame.columns]
     shown += [name for name in ("starts_fixed_tree", "starts_fixed_tree_nodes") if name in frame.columns]
-    shown += [f"{name}_{kind}" for kind in ("gang", "pace") for name in LP_VALUES if f"{name}_{kind}" in frame.columns]
+    shown += [
+        f"{name}_{kind}"
+        for kind in ("gang", "pace", "modes")
+        for name in LP_VALUES
+        if f"{name}_{kind}" in frame.columns
+    ]
     shown += ["pairs", "check", "best_given_starts"]
     shown += [name for name in ("gang_check", "best_given_gang_starts") if name in frame.columns]
     print(frame[shown].to_string(index=False))

@@ -7,10 +7,13 @@ from __future__ import annotations
 import functools
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
+from benchmarks import lane_slack
 from formulation.discretize import SlottedProblem, choose_slot, discretize
 from formulation.errors import DuettoInputError
 from formulation.generator import generate_instance
@@ -470,3 +473,28 @@ def test_the_lane_lp_with_modes_starts_from_the_mode_free_one_and_never_ends_bel
     assert len(calls) == 1 and stopped.value == calls[0] <= optimum
     with pytest.raises(ValueError, match="modes must be False, True or 'selective'"):
         lane_bound(problem, modes="all")  # type: ignore[arg-type]
+
+
+def test_lane_slack_with_mode_lanes_orders_each_lp_between_the_mode_free_one_and_the_schedule(
+    tmp_path: Path,
+) -> None:
+    # the benchmark's --mode-lanes: the same restricted LPs with each job held to one mode. Each starts from
+    # the mode-free LP, so it is never below it, and it is still a relaxation of the schedules that keep
+    # to its restriction, so with the schedule's starts and pairs it stays at or below the schedule
+    output = tmp_path / "slack_modes.csv"
+    argv = ["--jobs", "6", "--gpus", "4", "--gpus-per-node", "4", "--seeds", "2", "--time-limit", "5"]
+    options = ["--lp-time-limit", "30", "--check-seconds", "10", "--mode-lanes", "selective"]
+    code = lane_slack.main([*argv, *options, "--lps", "root", "starts_and_pairs", "--output", str(output)])
+    assert code == 0
+    frame = pd.read_csv(output)
+    assert len(frame) == 2
+    for _, row in frame.iterrows():
+        tol = 1e-4 * row["schedule_slots"]
+        for name in ("root", "starts_and_pairs"):
+            assert row[f"{name}_status"] == "optimal" and row[f"{name}_modes_status"] == "optimal"
+            assert row[f"{name}_modes"] >= row[name] - tol
+        assert row["starts_and_pairs_modes"] <= row["schedule_slots"] + tol
+        if row["check"] != "open":  # a real schedule's value: the root bounds every schedule
+            assert row["root_modes"] <= row["best_given_starts"] + tol
+    with pytest.raises(SystemExit, match="2"):  # argparse names --mode-lanes and its choices
+        lane_slack.main([*argv, "--mode-lanes", "always"])
