@@ -36,9 +36,11 @@ lacks once the starts are known, against the check's answer for the same region.
 (:func:`formulation.gang_lanes.gang_lane_bound`, same restriction and time limit; columns ``NAME_gang``
 with its status and seconds): how much of what the lanes lack a gang held whole in one column closes.
 ``--gang-paces`` does the same with gang paces (:func:`formulation.gang_paces.gang_pace_bound`, columns
-``NAME_pace``): the gangs' slowest-worker rows without run columns. ``--mode-lanes selective`` (or ``on``)
-does the same with mode-aware lanes (:func:`formulation.lanes.lane_bound` with ``modes``, columns
-``NAME_modes``): each job held to one mode for its whole run, the relaxation `solve` uses by default.
+``NAME_pace``): the gangs' slowest-worker rows without run columns. ``--mode-lanes selective`` (or
+``on``; ``off``, the default, adds none) does the same with mode-aware lanes
+(:func:`formulation.lanes.lane_bound` with ``modes``, columns ``NAME_modes``): each job held to one mode
+for its whole run, the relaxation `solve` uses by default. Its values are named as `duetto solve
+--lane-modes` names them (:data:`solvers.api.LANE_MODE_NAMES`).
 
 One CSV row per instance and pricing: ``jobs, gpus, seed, one_gpu_jobs, slot, horizon, schedule_slots,
 solver_bound_slots``; ``pairs`` (sharing in the schedule) and ``shareable_pairs``; ``check``
@@ -76,11 +78,9 @@ from formulation.lane_tree import lane_tree_bound, node_region
 from formulation.lanes import LANE_PRICINGS, LaneBound, LaneData, Window, default_cut, lane_bound, restricted_data
 from formulation.validator import validate
 from solvers import SolverUnavailableError, solve
-from solvers.api import standalone_leaf_checker
+from solvers.api import LANE_MODE_NAMES, standalone_leaf_checker
 from solvers.backends import check_available, resolve
 
-# --mode-lanes: its choices and what lane_bound's ``modes`` is for each
-MODE_LANE_CHOICES: dict[str | None, bool | Literal["selective"]] = {None: False, "on": True, "selective": "selective"}
 LP_VALUES = ("root", "starts_fixed", "pairs_only", "starts_and_pairs", "gang_starts_fixed")
 DEFAULT_LPS = LP_VALUES[:4]
 
@@ -318,8 +318,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--mode-lanes",
-        choices=[name for name in MODE_LANE_CHOICES if name is not None],
-        default=None,
+        choices=[name for name in LANE_MODE_NAMES if name != "auto"],  # the names `duetto solve` gives them
+        default="off",
         help="also each LP with mode-aware lanes (each job in one mode; columns NAME_modes), same time limit",
     )
     parser.add_argument("--output", type=Path, default=None)
@@ -352,7 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_gang_starts=args.check_gang_starts,
             gang_runs=args.gang_runs,
             gang_paces=args.gang_paces,
-            mode_lanes=MODE_LANE_CHOICES[args.mode_lanes],
+            mode_lanes="selective" if args.mode_lanes == "selective" else bool(LANE_MODE_NAMES[args.mode_lanes]),
         )
     except (DuettoInputError, SolverUnavailableError) as error:
         print(f"error: {error}", file=sys.stderr)
